@@ -1,0 +1,52 @@
+"""Times ([ENC-8]): RFC 3339 UTC timestamps with 0..9 fraction digits, compared exactly.
+
+A timestamp is parsed to ``(seconds since 0001-01-01, nanoseconds)``: an exact, totally ordered value, so
+``…:02Z`` equals ``…:02.000Z`` and nothing is rounded. A date that does not exist (``2026-02-31``) is refused,
+never rolled over.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+
+_TS = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?Z\Z"
+)
+
+
+def parse_time(text: str) -> tuple[int, int]:
+    """``(seconds, nanoseconds)`` of an [ENC-8] timestamp; ValueError when it is not one or does not exist."""
+    m = _TS.match(text) if type(text) is str else None
+    if m is None:
+        raise ValueError(f"not an RFC 3339 UTC timestamp: {text!r}")
+    y, mo, d, h, mi, s, frac = m.groups()
+    day = _dt.date(int(y), int(mo), int(d))  # ValueError for a date that does not exist
+    hh, mm, ss = int(h), int(mi), int(s)
+    if hh > 23 or mm > 59 or ss > 59:
+        raise ValueError(f"not a time of day: {text!r}")
+    secs = day.toordinal() * 86400 + hh * 3600 + mm * 60 + ss
+    nanos = int((frac or "").ljust(9, "0")) if frac else 0
+    return secs, nanos
+
+
+def is_time(text: str) -> bool:
+    try:
+        parse_time(text)
+    except ValueError:
+        return False
+    return True
+
+
+def format_time(dt: _dt.datetime) -> str:
+    """An aware or naive-UTC datetime as an [ENC-8] string (microseconds when present)."""
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+    s = dt.strftime("%Y-%m-%dT%H:%M:%S")
+    if dt.microsecond:
+        s += "." + f"{dt.microsecond:06d}".rstrip("0")
+    return s + "Z"
+
+
+def now() -> str:
+    return format_time(_dt.datetime.now(_dt.timezone.utc))

@@ -1,0 +1,875 @@
+"""The run verifier (spec 03 §3.9, spec 04 §4.1 and §4.5).
+
+``verify_run(run_dir)`` reads a run folder once — every file is hashed while it is parsed — and reports:
+
+- the seal problems of [SEAL-6] (when there is a ``seal.json``);
+- the problems of §3.9: ``encoding``, ``limit``, ``schema``, ``path`` always, and the rules across files (the table
+  from ``result-id`` down) only when no file or line has an ``encoding``, ``limit`` or ``schema`` problem;
+- the outcome of §4.5: ``invalid`` (any problem but ``withheld``), ``unsealed`` (no ``seal.json``) or ``intact``;
+  ``anchored`` when the caller gives trusted run hashes; the number of ``withheld`` blobs.
+
+Problems are ``(path, code)`` pairs ordered as §3.9 says (:func:`problem_sort_key`): by the UTF-8 bytes of the path,
+except that ``<file>:<line>`` paths of the run's NDJSON files order by line number; then by code.
+
+Memory: ``results.ndjson`` is streamed. What is kept per line is what the rules across files need (a 16-byte key of
+its resultId, its case and path as indexes into interned tables, its trial, its parent's key, a few flags), in
+compact arrays; summary entries keep O(1) state each (the median keeps its values).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from aefgate.errors import Refusal
+from aefgate.formats.aef import jsonio, runfs
+from aefgate.formats.aef.jsonio import JsonProblem
+from aefgate.formats.aef.paths import path_problems
+from aefgate.formats.aef.resultid import result_id
+from aefgate.formats.aef.schema import validator
+from aefgate.formats.aef.sealer import manifest_from, read_seal, seal_problems
+from aefgate.formats.aef.summary import EntryAccumulator, value_matches
+from aefgate.formats.aef.times import parse_time
+
+LINE_FILES = (
+    "results.ndjson",
+    "evidence.ndjson",
+    "gates.ndjson",
+    "traces.otlp.jsonl",
+    "logs.otlp.jsonl",
+    "overlays/events.ndjson",
+)
+_LINE_FILES = frozenset(LINE_FILES)
+BLOCKING = frozenset({"encoding", "limit", "schema"})
+CLOSED = ("completed", "aborted")
+TYPED_ABSENCES = frozenset({"not_measured", "not_applicable", "skipped", "error", "pending"})
+MEASURED_STATES = frozenset({"passed", "failed", "warn", "inconclusive", "scored"})
+CONTENT_KINDS = frozenset({"judge_reasoning", "tool_call", "document", "input", "expected", "output", "transcript"})
+# [SEC-6]: attributes that carry content, refused in the traces and logs of a run with contentCapture off
+SEC6_ATTRIBUTES = frozenset(
+    {
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+        "gen_ai.evaluation.explanation",
+        "gen_ai.prompt",
+        "gen_ai.completion",
+    }
+)
+# timestamp fields per document ([ENC-8]: a pattern cannot refuse 2026-02-31)
+_RUN_TIMES = ("startedAt", "endedAt")
+_STATE_CODE = {
+    s: i
+    for i, s in enumerate(
+        ["passed", "failed", "warn", "inconclusive", "scored", "not_measured", "not_applicable", "skipped", "error", "pending"]
+    )
+}
+_PASSED = _STATE_CODE["passed"]
+_F_AGG = 1
+_F_ROLLUP = 2
+_F_DUP = 4
+_ROOT = -1
+_UNKNOWN = -2
+
+
+def problem_sort_key(problem: tuple[str, str]) -> tuple[bytes, int, bytes]:
+    """§3.9 order: path bytes (line paths of the run's NDJSON files by line number), then code bytes."""
+    path, code = problem
+    i = path.rfind(":")
+    if i > 0 and path[i + 1 :].isdigit() and path[:i] in _LINE_FILES:
+        return (path[: i + 1].encode("utf-8"), int(path[i + 1 :]), code.encode("utf-8"))
+    return (path.encode("utf-8"), -1, code.encode("utf-8"))
+
+
+def order_problems(problems: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    return sorted(set(problems), key=problem_sort_key)
+
+
+@dataclass
+class Verification:
+    """What a run verifier reports (§4.5)."""
+
+    outcome: str
+    problems: list[tuple[str, str]]
+    withheld: int = 0
+    run_hash: str | None = None
+    anchored: bool | None = None
+    signed_by: list[str] | None = None
+    sealed: bool = False
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"outcome": self.outcome, "problems": [list(p) for p in self.problems]}
+        if self.withheld:
+            out["withheld"] = self.withheld
+        if self.signed_by is not None:
+            out["signedBy"] = list(self.signed_by)
+        if self.anchored is not None:
+            out["anchored"] = self.anchored
+        return out
+
+    def describe(self) -> str:
+        """The outcome in words a reader may show ([SIG-7], [OVL-10])."""
+        if self.outcome != "intact":
+            return self.outcome
+        who = f"signed by {', '.join(self.signed_by)}" if self.signed_by else "unsigned"
+        held = f", {self.withheld} withheld" if self.withheld else ""
+        return f"intact{held} ({who})"
+
+
+def _times_exist(doc: dict, fields: Iterable[str]) -> bool:
+    for f in fields:
+        v = doc.get(f)
+        if v is not None:
+            try:
+                parse_time(v)
+            except (ValueError, TypeError):
+                return False
+    return True
+
+
+def _run_times_exist(run: dict) -> bool:
+    if not _times_exist(run, _RUN_TIMES):
+        return False
+    for j in run.get("judges") or ():
+        cal = j.get("calibration") if type(j) is dict else None
+        if type(cal) is dict and not _times_exist(cal, ("measuredAt",)):
+            return False
+    return True
+
+
+def _attr_keys(attrs: Any) -> Iterable[str]:
+    if type(attrs) is list:
+        for a in attrs:
+            if type(a) is dict and type(a.get("key")) is str:
+                yield a["key"]
+
+
+class _RunVerifier:
+    def __init__(self, root: Path, withheld_ok: frozenset[str] = frozenset()):
+        self.root = root
+        self.problems: set[tuple[str, str]] = set()
+        self.cross: set[tuple[str, str]] = set()  # rules across files: reported only when nothing blocks
+        self.blocking = False
+        self.digests: dict[str, tuple[str, int]] = {}
+        self.withheld_ok = withheld_ok
+        self.scan = runfs.scan(root)
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+    def add(self, path: str, code: str) -> None:
+        self.problems.add((path, code))
+        if code in BLOCKING:
+            self.blocking = True
+
+    def x(self, path: str, code: str) -> None:
+        self.cross.add((path, code))
+
+    def read_bytes(self, name: str, limit: int) -> bytes | None:
+        """Read and hash a whole JSON file; None (and a ``limit`` problem) beyond ``limit``."""
+        size = self.scan.files[name]
+        p = self.root / name
+        if size > limit:
+            self.digests[name] = (runfs.sha256_file(p), size)
+            self.add(name, "limit")
+            return None
+        with open(p, "rb") as f:
+            data = f.read()
+        self.digests[name] = (hashlib.sha256(data).hexdigest(), len(data))
+        return data
+
+    def read_doc(self, name: str, schema: str, *, required: bool, times: tuple[str, ...] = ()) -> dict | None:
+        if name not in self.scan.files:
+            if required:
+                self.add(name, "schema")
+            return None
+        data = self.read_bytes(name, jsonio.MAX_DOC)
+        if data is None:
+            return None
+        try:
+            doc = jsonio.loads(data)
+        except JsonProblem as e:
+            self.add(name, e.code)
+            return None
+        if validator(schema, "reader")(doc) is not None or not _times_exist(doc, times):
+            self.add(name, "schema")
+            return None
+        return doc
+
+    def lines(self, name: str):
+        """Stream an NDJSON file of the run, hashing it; yields (lineno, raw or None). Framing problems are
+        reported at the file and end the iteration."""
+        p = self.root / name
+        h = hashlib.sha256()
+        size = self.scan.files[name]
+        ok = True
+        with open(p, "rb") as f:
+            try:
+                for lineno, raw in jsonio.iter_lines(f, on_bytes=h.update):
+                    yield lineno, raw
+            except JsonProblem as e:
+                ok = False
+                # finish hashing the file for the seal
+                rest = f.read(1 << 20)
+                while rest:
+                    h.update(rest)
+                    rest = f.read(1 << 20)
+                self.add(name, e.code)
+        self.digests[name] = (h.hexdigest(), size)
+        if not ok:
+            raise _FramingError(name)
+
+    # -- the run ---------------------------------------------------------------------------------------------
+    def verify(self) -> Verification:
+        sc = self.scan
+        if sc.too_many:
+            return Verification("invalid", [(".", "limit")])
+        for p in sc.special:
+            self.add(p, "path")
+        for p, code in path_problems(list(sc.files) + sc.special):
+            self.add(p, code)
+
+        run = self.read_doc("run.json", "run", required=True)
+        if run is not None and not _run_times_exist(run):
+            self.add("run.json", "schema")
+            run = None
+        metrics = self.read_doc("metrics.json", "metrics", required=True)
+        closed = run is not None and run.get("status") in CLOSED
+        run_status_known = run is not None
+        summary = self.read_doc("summary.json", "summary", required=closed)
+        if run is None and "run.json" in sc.files:
+            # an unreadable run.json: whether the summary is required cannot be known; read it if present
+            pass
+        self.run = run
+        self.closed = closed
+        self.capture_off = run is not None and run.get("contentCapture") == "off"
+        self.metric_kinds: dict[str, str] = {}
+        if metrics is not None:
+            self._metrics(metrics)
+
+        # blobs: every blob's bytes hash to its name ([EVD-3]); hashes serve the seal too
+        for p, size in sc.files.items():
+            m = runfs.BLOB_PATH.match(p)
+            if m is None:
+                continue
+            if size > jsonio.MAX_BLOB:
+                self.add(p, "limit")
+                continue
+            h = runfs.sha256_file(self.root / p)
+            self.digests[p] = (h, size)
+            if h != m.group(2):
+                self.x(p, "blob-digest")
+
+        self.spans: set[tuple[str, str]] = set()
+        self.trace_ids: set[str] = set()
+        self.has_traces = "traces.otlp.jsonl" in sc.files
+        if self.has_traces:
+            self._otlp("traces.otlp.jsonl", spans=True)
+        if "logs.otlp.jsonl" in sc.files:
+            self._otlp("logs.otlp.jsonl", spans=False)
+
+        self.evidence_ids: set[str] = set()
+        if "evidence.ndjson" in sc.files:
+            self._evidence()
+        gates: list[tuple[int, dict]] = []
+        if "gates.ndjson" in sc.files:
+            gates = self._gates()
+
+        self._prepare_summary(summary)
+        if "results.ndjson" in sc.files:
+            self._results()
+        else:
+            self.add("results.ndjson", "schema")
+
+        # the rest of the files (ext/, unexpected ones): hashed for the seal
+        for p, size in sc.files.items():
+            if p not in self.digests:
+                self.digests[p] = (runfs.sha256_file(self.root / p), size)
+
+        if run is not None:
+            self._run_rules(run)
+        if summary is not None and run is not None:
+            self._summary_rules(summary, run)
+        if not self.blocking:
+            self._results_end()
+            for lineno, g in gates:
+                self._gate_rule(lineno, g)
+
+        # seal
+        sealed = "seal.json" in sc.files
+        withheld: list[str] = []
+        run_hash: str | None = None
+        listed: set[str] = set()
+        if sealed:
+            reading = read_seal(self.root)
+            sp, withheld = seal_problems(
+                reading, self.digests, set(sc.files), run, withheld_ok=self.withheld_ok
+            )
+            for p in sp:
+                self.problems.add(p)
+            if reading.doc is not None:
+                run_hash = reading.doc["predicate"]["runHash"]
+                listed = {s["name"] for s in reading.doc["subject"]}
+        if run_hash is None:
+            run_hash = manifest_from(
+                {p: d for p, d in self.digests.items() if p in sc.files}
+            ).run_hash
+        # unexpected-file: a file [RUN-2] does not list (outside ext/ and overlays/) that the seal lists
+        for p in sc.files:
+            if not runfs.is_listed(p) and p in listed:
+                self.x(p, "unexpected-file")
+
+        if not self.blocking:
+            self.problems |= self.cross
+        problems = order_problems(self.problems)
+        invalid = any(code != "withheld" for _, code in problems)
+        outcome = "invalid" if invalid else ("intact" if sealed else "unsealed")
+        return Verification(outcome, problems, withheld=len(withheld), run_hash=run_hash, sealed=sealed)
+
+    # -- documents -------------------------------------------------------------------------------------------
+    def _metrics(self, metrics: dict) -> None:
+        seen: set[str] = set()
+        for m in metrics.get("metrics", ()):
+            mid = m["id"]
+            if mid in seen:
+                self.x("metrics.json", "metric")
+            seen.add(mid)
+            self.metric_kinds.setdefault(mid, m["kind"])
+            sc = m.get("scale")
+            if type(sc) is dict and sc["min"] > sc["max"]:
+                self.x("metrics.json", "metric")
+
+    def _run_rules(self, run: dict) -> None:
+        try:
+            start = parse_time(run["startedAt"])
+            if "endedAt" in run and parse_time(run["endedAt"]) < start:
+                self.x("run.json", "run-times")
+        except (KeyError, ValueError):
+            start = None
+        for j in run.get("judges") or ():
+            cal = j.get("calibration")
+            if cal is None:
+                continue
+            if "dangerousErrors" in cal and cal["dangerousErrors"] > cal["n"]:
+                self.x("run.json", "calibration")
+            if start is not None and parse_time(cal["measuredAt"]) > start:
+                self.x("run.json", "calibration")
+        pol = (run.get("suite") or {}).get("executionPolicy")
+        if pol and "requirePasses" in pol and pol["requirePasses"] > pol["trialsPerCase"]:
+            self.x("run.json", "execution-policy")
+
+    def _otlp(self, name: str, *, spans: bool) -> None:
+        try:
+            for lineno, raw in self.lines(name):
+                where = f"{name}:{lineno}"
+                if raw is None:
+                    self.add(where, "limit")
+                    continue
+                try:
+                    doc = jsonio.loads(raw)
+                except JsonProblem as e:
+                    self.add(where, e.code)
+                    continue
+                if spans:
+                    self._trace_line(where, doc)
+                else:
+                    self._log_line(where, doc)
+        except _FramingError:
+            pass
+
+    def _trace_line(self, where: str, doc: dict) -> None:
+        content = False
+        for rs in doc.get("resourceSpans") or ():
+            if type(rs) is not dict:
+                continue
+            for ss in rs.get("scopeSpans") or ():
+                if type(ss) is not dict:
+                    continue
+                for sp in ss.get("spans") or ():
+                    if type(sp) is not dict:
+                        continue
+                    tid, sid = sp.get("traceId"), sp.get("spanId")
+                    if type(tid) is str:
+                        tid = tid.lower()
+                        self.trace_ids.add(tid)
+                        if type(sid) is str:
+                            self.spans.add((tid, sid.lower()))
+                    if self.capture_off:
+                        if any(k in SEC6_ATTRIBUTES for k in _attr_keys(sp.get("attributes"))):
+                            content = True
+                        for ev in sp.get("events") or ():
+                            if type(ev) is dict and any(k in SEC6_ATTRIBUTES for k in _attr_keys(ev.get("attributes"))):
+                                content = True
+        if content:
+            self.x(where, "content-capture")
+
+    def _log_line(self, where: str, doc: dict) -> None:
+        if not self.capture_off:
+            return
+        for rl in doc.get("resourceLogs") or ():
+            if type(rl) is not dict:
+                continue
+            for sl in rl.get("scopeLogs") or ():
+                if type(sl) is not dict:
+                    continue
+                for rec in sl.get("logRecords") or ():
+                    if type(rec) is not dict:
+                        continue
+                    if "body" in rec or any(k in SEC6_ATTRIBUTES for k in _attr_keys(rec.get("attributes"))):
+                        self.x(where, "content-capture")
+                        return
+
+    def _blob_cited(self, where: str, digest_uri: str) -> int | None:
+        """The size of the blob a line cites, or None (and a ``blob`` problem unless it is withheld)."""
+        hexd = digest_uri[7:]
+        path = runfs.blob_path(hexd)
+        size = self.scan.files.get(path)
+        if size is None and path not in self.withheld_ok:
+            self.x(where, "blob")
+        return size
+
+    def _evidence(self) -> None:
+        v = validator("evidence", "reader")
+        seen = self.evidence_ids
+        try:
+            for lineno, raw in self.lines("evidence.ndjson"):
+                where = f"evidence.ndjson:{lineno}"
+                if raw is None:
+                    self.add(where, "limit")
+                    continue
+                try:
+                    e = jsonio.loads(raw)
+                except JsonProblem as err:
+                    self.add(where, err.code)
+                    continue
+                if v(e) is not None:
+                    self.add(where, "schema")
+                    continue
+                eid = e["evidenceId"]
+                if eid in seen:
+                    self.x(where, "evidence-id")
+                seen.add(eid)
+                link = e["link"]
+                if "blob" in link:
+                    if e.get("digest") != link["blob"]:
+                        self.x(where, "evidence-digest")
+                    self._blob_cited(where, link["blob"])
+                elif "spanId" in link and self.has_traces:
+                    if (link["traceId"].lower(), link["spanId"].lower()) not in self.spans:
+                        self.x(where, "trace-link")
+                if self.capture_off and e["kind"] in CONTENT_KINDS:
+                    self.x(where, "content-capture")
+        except _FramingError:
+            pass
+
+    def _gates(self) -> list[tuple[int, dict]]:
+        v = validator("gate-decision", "reader")
+        out = []
+        try:
+            for lineno, raw in self.lines("gates.ndjson"):
+                where = f"gates.ndjson:{lineno}"
+                if raw is None:
+                    self.add(where, "limit")
+                    continue
+                try:
+                    g = jsonio.loads(raw)
+                except JsonProblem as err:
+                    self.add(where, err.code)
+                    continue
+                if v(g) is not None or not _times_exist(g, ("decidedAt",)):
+                    self.add(where, "schema")
+                    continue
+                out.append((lineno, g))
+        except _FramingError:
+            pass
+        return out
+
+    def _gate_rule(self, lineno: int, g: dict) -> None:
+        where = f"gates.ndjson:{lineno}"
+        named = list((g.get("inputs") or {}).get("results") or ()) + list(g.get("decisive") or ())
+        for rid in named:
+            if _key(rid) not in self.ids:
+                self.x(where, "gate")
+                break
+        if g.get("outcome") == "ship" and g.get("comparability") == "incomparable":
+            self.x(where, "gate")
+
+    # -- summary ---------------------------------------------------------------------------------------------
+    def _prepare_summary(self, summary: dict | None) -> None:
+        self.acc_by: dict[tuple[str, str], list[tuple[dict, EntryAccumulator]]] = {}
+        self.single_lane: str | None = None
+        self.summary_entries: list[tuple[dict, EntryAccumulator | None]] = []
+        if summary is None:
+            return
+        lanes = summary.get("lanes", ())
+        if len(lanes) == 1:
+            self.single_lane = lanes[0]["lane"]
+        for lane in lanes:
+            for entry in lane.get("metrics", ()):
+                kind = self.metric_kinds.get(entry["metric"])
+                if kind is None:
+                    self.summary_entries.append((entry, None))
+                    continue
+                method = (entry.get("aggregate") or {}).get("method")
+                acc = EntryAccumulator(kind, method, entry["metric"])
+                self.summary_entries.append((entry, acc))
+                self.acc_by.setdefault((lane["lane"], entry["path"]), []).append((entry, acc))
+
+    def _summary_rules(self, summary: dict, run: dict) -> None:
+        if summary.get("runId") != run.get("runId"):
+            self.x("summary.json", "summary-run-id")
+        seen_lanes: set[str] = set()
+        seen_entries: set[tuple[str, str, str]] = set()
+        for lane in summary.get("lanes", ()):
+            name = lane["lane"]
+            if name in seen_lanes:
+                self.x("summary.json", "summary-duplicate")
+            seen_lanes.add(name)
+            for e in lane.get("metrics", ()):
+                k = (name, e["metric"], e["path"])
+                if k in seen_entries:
+                    self.x("summary.json", "summary-duplicate")
+                seen_entries.add(k)
+                ci = e.get("ci")
+                if type(ci) is dict and ci["low"] > ci["high"]:
+                    self.x("summary.json", "interval")
+        seen_usage: set[tuple[Any, Any]] = set()
+        for u in summary.get("usage") or ():
+            k = (u.get("role"), u.get("model", _ABSENT))
+            if k in seen_usage:
+                self.x("summary.json", "summary-duplicate")
+            seen_usage.add(k)
+        for entry, acc in self.summary_entries:
+            if acc is None:
+                self.x("summary.json", "metric")
+                continue
+            got = acc.result()
+            if got["N"] != entry["N"] or got["n"] != entry["n"] or got["notMeasured"] != entry["notMeasured"]:
+                self.x("summary.json", "summary")
+                continue
+            if "sum" in entry and not value_matches(entry["sum"], got["sum"]):
+                self.x("summary.json", "summary")
+                continue
+            if "sumSq" in entry and not value_matches(entry["sumSq"], got["sumSq"]):
+                self.x("summary.json", "summary")
+                continue
+            if acc.computes_value:
+                if not value_matches(entry["value"], got["value"]):
+                    self.x("summary.json", "summary")
+            elif (entry["value"] is None) != (got["n"] == 0):
+                # [SUM-8]: a producer's aggregate is null exactly when n is 0
+                self.x("summary.json", "summary")
+
+    # -- results ---------------------------------------------------------------------------------------------
+    def _results(self) -> None:
+        v = validator("result", "reader")
+        run = self.run
+        run_id = run["runId"] if run is not None else None
+        closed = self.closed
+        capture_off = self.capture_off
+        metric_kinds = self.metric_kinds
+        has_traces = self.has_traces
+        spans, trace_ids = self.spans, self.trace_ids
+        evidence_ids = self.evidence_ids
+        acc_by = self.acc_by
+        single_lane = self.single_lane
+        files = self.scan.files
+        withheld_ok = self.withheld_ok
+        x = self.x
+        loads = jsonio.loads
+        cases: dict[str, int] = {}
+        paths: dict[str, int] = {}
+        self.cases, self.paths = cases, paths
+        ids: dict[bytes, int] = {}
+        self.ids = ids
+        line_case = array("l", [0])
+        line_path = array("l", [0])
+        line_trial = array("h", [-1])
+        line_state = bytearray(1)
+        line_flags = bytearray(1)
+        line_parent: list[bytes | None] = [None]
+        line_key: list[bytes | None] = [None]
+        childcount: dict[bytes, int] = {}
+        aggs: list[tuple[int, int, list]] = []  # (lineno, total, decisive)
+        rollups: dict[tuple[int, int], tuple[int, dict]] = {}
+        trial_groups: dict[tuple[int, int], list] = {}  # -> [n, passed, first_state, agree]
+        self.line_case, self.line_path, self.line_trial = line_case, line_path, line_trial
+        self.line_state, self.line_flags, self.line_parent, self.line_key = (
+            line_state,
+            line_flags,
+            line_parent,
+            line_key,
+        )
+        self.childcount, self.aggs, self.rollups, self.trial_groups = childcount, aggs, rollups, trial_groups
+        try:
+            for lineno, raw in self.lines("results.ndjson"):
+                # keep the arrays aligned with line numbers, even for lines that do not read
+                line_case.append(-1)
+                line_path.append(-1)
+                line_trial.append(-1)
+                line_state.append(0)
+                line_flags.append(0)
+                line_parent.append(None)
+                line_key.append(None)
+                if raw is None:
+                    self.add(f"results.ndjson:{lineno}", "limit")
+                    continue
+                try:
+                    line = loads(raw)
+                except JsonProblem as e:
+                    self.add(f"results.ndjson:{lineno}", e.code)
+                    continue
+                if v(line) is not None or (
+                    ("startedAt" in line or "endedAt" in line) and not _times_exist(line, _RUN_TIMES)
+                ):
+                    self.add(f"results.ndjson:{lineno}", "schema")
+                    continue
+                if self.blocking or run_id is None:
+                    continue
+                where = None
+                rid = line["resultId"]
+                case = line["caseId"]
+                path = line["path"]
+                trial = line.get("trial")
+                state = line["state"]
+                key = bytes.fromhex(rid[2:])
+                line_key[lineno] = key
+                ci = cases.get(case)
+                if ci is None:
+                    ci = cases[case] = len(cases)
+                pi = paths.get(path)
+                if pi is None:
+                    pi = paths[path] = len(paths)
+                line_case[lineno] = ci
+                line_path[lineno] = pi
+                sc = _STATE_CODE[state]
+                line_state[lineno] = sc
+                if result_id(run_id, case, path, trial) != rid:
+                    where = f"results.ndjson:{lineno}"
+                    x(where, "result-id")
+                parent = line.get("parentResultId")
+                pkey = bytes.fromhex(parent[2:]) if parent else None
+                if key in ids:
+                    where = where or f"results.ndjson:{lineno}"
+                    x(where, "result-id")
+                    line_flags[lineno] |= _F_DUP
+                else:
+                    ids[key] = lineno
+                    if pkey is not None:
+                        childcount[pkey] = childcount.get(pkey, 0) + 1
+                if pkey is not None:
+                    line_parent[lineno] = pkey
+                    if "component" not in line:
+                        x(where := where or f"results.ndjson:{lineno}", "component")
+                if trial is not None:
+                    line_trial[lineno] = trial
+                    g = trial_groups.get((ci, pi))
+                    if g is None:
+                        trial_groups[(ci, pi)] = [1, 1 if sc == _PASSED else 0, sc, True, None]
+                    else:
+                        g[0] += 1
+                        if sc == _PASSED:
+                            g[1] += 1
+                        if sc != g[2]:
+                            g[3] = False
+                trials = line.get("trials")
+                if trials is not None:
+                    line_flags[lineno] |= _F_ROLLUP
+                    if trials["passed"] > trials["n"]:
+                        x(where := where or f"results.ndjson:{lineno}", "trials")
+                    if (ci, pi) in rollups:
+                        x(where := where or f"results.ndjson:{lineno}", "trials")
+                    else:
+                        rollups[(ci, pi)] = (lineno, trials)
+                agg = line.get("aggregation")
+                if agg is not None:
+                    line_flags[lineno] |= _F_AGG
+                    total, measured = agg["total"], agg["measured"]
+                    unm = agg.get("unmeasured") or {}
+                    if measured > total or sum(unm.values()) != total - measured:
+                        x(where := where or f"results.ndjson:{lineno}", "aggregation")
+                    aggs.append((lineno, total, agg.get("decisive") or ()))
+                if state == "pending" and closed:
+                    x(where := where or f"results.ndjson:{lineno}", "pending")
+                ann = line.get("annotator")
+                if ann is not None:
+                    panel = ann.get("panel")
+                    if panel is not None and panel["agree"] > panel["of"]:
+                        x(where := where or f"results.ndjson:{lineno}", "annotator")
+                    if capture_off and "promptHash" in ann:
+                        x(where := where or f"results.ndjson:{lineno}", "content-capture")
+                ev = line.get("evidence")
+                if ev:
+                    for eid in ev:
+                        if eid not in evidence_ids:
+                            x(where := where or f"results.ndjson:{lineno}", "evidence")
+                            break
+                reasoning = line.get("reasoning")
+                if reasoning is not None:
+                    where = where or f"results.ndjson:{lineno}"
+                    if capture_off:
+                        x(where, "content-capture")
+                    bpath = runfs.blob_path(reasoning["blob"][7:])
+                    size = files.get(bpath)
+                    if size is None:
+                        if bpath not in withheld_ok:
+                            x(where, "blob")
+                    elif size != reasoning["bytes"]:
+                        x(where, "reasoning-size")
+                scores = line.get("scores")
+                if scores:
+                    if len(scores) == 1:
+                        if scores[0]["metric"] not in metric_kinds:
+                            x(where := where or f"results.ndjson:{lineno}", "metric")
+                    else:
+                        seen = set()
+                        for s in scores:
+                            m = s["metric"]
+                            if m not in metric_kinds or m in seen:
+                                x(where := where or f"results.ndjson:{lineno}", "metric")
+                            seen.add(m)
+                tl = line.get("traceLink")
+                if tl is not None and has_traces:
+                    sid = tl.get("spanId")
+                    tid = tl["traceId"].lower()
+                    if (tid, sid.lower()) not in spans if sid is not None else tid not in trace_ids:
+                        x(where := where or f"results.ndjson:{lineno}", "trace-link")
+                att = line.get("attack")
+                if att is not None and att.get("success") is True and state == "passed":
+                    x(where := where or f"results.ndjson:{lineno}", "attack")
+                unc = line.get("uncertainty")
+                if unc:
+                    uci = unc.get("ci")
+                    if uci is not None and uci["low"] > uci["high"]:
+                        x(where := where or f"results.ndjson:{lineno}", "interval")
+                if "endedAt" in line and "startedAt" in line:
+                    if parse_time(line["endedAt"]) < parse_time(line["startedAt"]):
+                        x(where := where or f"results.ndjson:{lineno}", "result-times")
+                usage = line.get("usage")
+                if usage is not None and len(usage) > 1:
+                    ks = {(u.get("role"), u.get("model", _ABSENT)) for u in usage}
+                    if len(ks) != len(usage):
+                        x(where := where or f"results.ndjson:{lineno}", "result-times")
+                if trial is None and acc_by:
+                    lane = line.get("lane")
+                    if lane is None:
+                        lane = single_lane
+                    entries = acc_by.get((lane, path))
+                    if entries:
+                        for _entry, acc in entries:
+                            acc.add(line)
+        except _FramingError:
+            pass
+
+    def _results_end(self) -> None:
+        """The rules that need every line: parents, children, decisive ids, trials."""
+        if not hasattr(self, "ids"):
+            return
+        x = self.x
+        ids = self.ids
+        line_case, line_path, line_trial = self.line_case, self.line_path, self.line_trial
+        line_parent, line_flags, line_key = self.line_parent, self.line_flags, self.line_key
+        n = len(line_parent)
+        # parents ([RES-5]) and trial consistency ([RES-8])
+        trial_parent_paths: dict[tuple[int, int], set[int]] = {}
+        for ln in range(1, n):
+            if line_key[ln] is None:
+                continue
+            pkey = line_parent[ln]
+            trial = line_trial[ln]
+            if pkey is None:
+                if trial >= 0:
+                    trial_parent_paths.setdefault((line_case[ln], line_path[ln]), set()).add(_ROOT)
+                continue
+            pl = ids.get(pkey)
+            if pl is None or line_case[pl] != line_case[ln]:
+                x(f"results.ndjson:{ln}", "parent")
+                if trial >= 0:  # unknown: the rollup's parent is not judged
+                    trial_parent_paths.setdefault((line_case[ln], line_path[ln]), set()).add(_UNKNOWN)
+                continue
+            ptrial = line_trial[pl]
+            if (ptrial >= 0 and trial != ptrial) or (trial >= 0 and ptrial < 0):
+                x(f"results.ndjson:{ln}", "trials")
+            if trial >= 0:
+                trial_parent_paths.setdefault((line_case[ln], line_path[ln]), set()).add(line_path[pl])
+        # children and aggregation ([RES-5], [RES-6])
+        for pkey, count in self.childcount.items():
+            pl = ids.get(pkey)
+            if pl is not None and not (line_flags[pl] & _F_AGG):
+                x(f"results.ndjson:{pl}", "aggregation")
+        for ln, total, decisive in self.aggs:
+            key = line_key[ln]
+            if line_flags[ln] & _F_DUP:
+                # a duplicate id: its children are the first line's; the id problem is already reported
+                continue
+            if self.childcount.get(key, 0) != total:
+                x(f"results.ndjson:{ln}", "aggregation")
+                continue
+            for d in decisive:
+                dl = ids.get(_key(d))
+                if dl is None or line_parent[dl] != key:
+                    x(f"results.ndjson:{ln}", "aggregation")
+                    break
+        # trials ([RES-8])
+        rollups = self.rollups
+        if self.closed and len(rollups) < len(self.trial_groups):
+            for ln in range(1, n):
+                if line_key[ln] is not None and line_trial[ln] >= 0:
+                    if (line_case[ln], line_path[ln]) not in rollups:
+                        x(f"results.ndjson:{ln}", "trials")
+        for (ci, pi), (ln, trials) in rollups.items():
+            g = self.trial_groups.get((ci, pi))
+            if g is None:
+                x(f"results.ndjson:{ln}", "trials")
+                continue
+            if trials["n"] != g[0] or trials["passed"] != g[1] or trials["agree"] != g[3]:
+                x(f"results.ndjson:{ln}", "trials")
+                continue
+            pp = trial_parent_paths.get((ci, pi), set())
+            if _UNKNOWN in pp:
+                continue
+            if len(pp) != 1:
+                x(f"results.ndjson:{ln}", "trials")
+                continue
+            (q,) = pp
+            mine = line_parent[ln]
+            if q == _ROOT:
+                if mine is not None:
+                    x(f"results.ndjson:{ln}", "trials")
+            else:
+                target = rollups.get((ci, q))
+                if target is not None and mine != line_key[target[0]]:
+                    x(f"results.ndjson:{ln}", "trials")
+
+
+class _FramingError(Exception):
+    pass
+
+
+_ABSENT = object()
+
+
+def _key(rid: str) -> bytes | None:
+    try:
+        return bytes.fromhex(rid[2:])
+    except (ValueError, TypeError):
+        return None
+
+
+def verify_run(
+    run_dir: str | Path, *, anchors: Iterable[str] | None = None, withheld_ok: Iterable[str] = ()
+) -> Verification:
+    """Verify a run folder (§3.9, §4.1, §4.5). ``anchors``: trusted run hashes (hex); ``withheld_ok``: blob paths
+    an authorized redaction withholds ([OVL-10], computed by the overlay verifier)."""
+    root = Path(run_dir)
+    if root.is_symlink() or not root.is_dir():
+        raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(run_dir))
+    v = _RunVerifier(root, frozenset(withheld_ok)).verify()
+    if anchors is not None:
+        hashes = set(anchors)
+        v.anchored = v.outcome == "intact" and v.run_hash in hashes
+    return v
