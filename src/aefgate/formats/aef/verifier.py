@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -101,7 +101,7 @@ class Verification:
     anchored: bool | None = None
     signed_by: list[str] | None = None
     sealed: bool = False
-    extras: dict[str, Any] = field(default_factory=dict)
+    manifest: Any = None  # the Manifest of the sealed files as read ([SEAL-3])
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {"outcome": self.outcome, "problems": [list(p) for p in self.problems]}
@@ -314,10 +314,9 @@ class _RunVerifier:
             if reading.doc is not None:
                 run_hash = reading.doc["predicate"]["runHash"]
                 listed = {s["name"] for s in reading.doc["subject"]}
+        manifest = manifest_from({p: d for p, d in self.digests.items() if p in sc.files})
         if run_hash is None:
-            run_hash = manifest_from(
-                {p: d for p, d in self.digests.items() if p in sc.files}
-            ).run_hash
+            run_hash = manifest.run_hash
         # unexpected-file: a file [RUN-2] does not list (outside ext/ and overlays/) that the seal lists
         for p in sc.files:
             if not runfs.is_listed(p) and p in listed:
@@ -328,7 +327,9 @@ class _RunVerifier:
         problems = order_problems(self.problems)
         invalid = any(code != "withheld" for _, code in problems)
         outcome = "invalid" if invalid else ("intact" if sealed else "unsealed")
-        return Verification(outcome, problems, withheld=len(withheld), run_hash=run_hash, sealed=sealed)
+        return Verification(
+            outcome, problems, withheld=len(withheld), run_hash=run_hash, sealed=sealed, manifest=manifest
+        )
 
     # -- documents -------------------------------------------------------------------------------------------
     def _metrics(self, metrics: dict) -> None:
