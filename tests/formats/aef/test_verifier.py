@@ -457,3 +457,31 @@ def test_problem_order_line_numbers_as_numbers():
         ("results.ndjson:10", "a"),
         ("run:x", "q"),
     ]
+
+
+# -- the parallel path (worker processes checking ranges of results.ndjson) ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["wrong-result-id", "rollup-wrong-n", "cr", "line-without-final-lf", "duplicate-member", "5-mib-line",
+     "child-without-component", "summary-off-by-1e-6", "blob-removed"],
+)
+def test_parallel_checking_gives_the_same_problems(tmp_path, monkeypatch, name):
+    from aefgate.formats.aef import verifier
+
+    if name == "blob-removed":
+        run = copy_run(COMPLETED_EVAL, tmp_path / "run")
+        (run / BLOB).unlink()
+    else:
+        run, _, _ = _apply(name, tmp_path, sealed=True)
+    monkeypatch.setenv("AEFGATE_WORKERS", "0")
+    sequential = verify_run(run)
+    monkeypatch.setenv("AEFGATE_WORKERS", "2")
+    monkeypatch.setattr(verifier, "_RANGE", 200)  # many small ranges: lines cross every kind of boundary
+    parallel = verify_run(run)
+    assert (parallel.outcome, parallel.problems, parallel.run_hash) == (
+        sequential.outcome,
+        sequential.problems,
+        sequential.run_hash,
+    )

@@ -160,7 +160,12 @@ def loads(buf: bytes, *, max_size: int = MAX_DOC, top_object: bool = True) -> An
             raise JsonProblem("encoding", f"member {e.args[0]!r} appears twice in one object", "ENC-2") from None
         except (ValueError, RecursionError) as e:  # pragma: no cover - msgspec already refused these
             raise JsonProblem("encoding", str(e), "ENC-1") from None
-    if len(buf) >= 309 and _BIG_DIGITS.search(buf) and _has_overflowing_int(value):
+    if (
+        len(buf) >= 309
+        and len(buf) - len(buf.translate(None, b"0123456789")) >= 309  # cheap: enough digits at all
+        and _BIG_DIGITS.search(buf)
+        and _has_overflowing_int(value)
+    ):
         raise JsonProblem("encoding", "a number overflows binary64", "ENC-3")
     return value
 

@@ -18,7 +18,12 @@ compact arrays; summary entries keep O(1) state each (the median keeps its value
 
 from __future__ import annotations
 
+import functools
+import gc
 import hashlib
+import multiprocessing
+import os
+import threading
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +36,7 @@ from aefgate.formats.aef.paths import path_problems
 from aefgate.formats.aef.resultid import result_id
 from aefgate.formats.aef.schema import validator
 from aefgate.formats.aef.sealer import manifest_from, read_seal, seal_problems
-from aefgate.formats.aef.summary import EntryAccumulator, value_matches
+from aefgate.formats.aef.summary import LEFT_OUT, EntryAccumulator, measure, value_matches
 from aefgate.formats.aef.times import parse_time
 
 LINE_FILES = (
@@ -75,6 +80,11 @@ _F_ROLLUP = 2
 _F_DUP = 4
 _ROOT = -1
 _UNKNOWN = -2
+_F_READ = 8
+# line_parent values besides a line number
+_NONE = 0  # a root
+_FORWARD = -1  # named before it was seen (resolved at the end)
+_MISSING = -2  # no line of the run
 
 
 def problem_sort_key(problem: tuple[str, str]) -> tuple[bytes, int, bytes]:
@@ -218,10 +228,18 @@ class _RunVerifier:
                 while rest:
                     h.update(rest)
                     rest = f.read(1 << 20)
-                self.add(name, e.code)
+                self.framing_problem(name, e.code)
         self.digests[name] = (h.hexdigest(), size)
         if not ok:
             raise _FramingError(name)
+
+    def framing_problem(self, name: str, code: str) -> None:
+        """§3.9: a file whose framing breaks is reported once, at its path, and none of its lines is read: the
+        problems already found on its lines are dropped."""
+        prefix = name + ":"
+        self.problems = {p for p in self.problems if not p[0].startswith(prefix)}
+        self.cross = {p for p in self.cross if not p[0].startswith(prefix)}
+        self.add(name, code)
 
     # -- the run ---------------------------------------------------------------------------------------------
     def verify(self) -> Verification:
@@ -507,8 +525,9 @@ class _RunVerifier:
         if summary is None:
             return
         lanes = summary.get("lanes", ())
-        if len(lanes) == 1:
-            self.single_lane = lanes[0]["lane"]
+        names = {lane["lane"] for lane in lanes}
+        if len(names) == 1:  # [SUM-3]: a summary with a single lane (named once or more)
+            (self.single_lane,) = names
         for lane in lanes:
             for entry in lane.get("metrics", ()):
                 kind = self.metric_kinds.get(entry["metric"])
@@ -567,78 +586,136 @@ class _RunVerifier:
 
     # -- results ---------------------------------------------------------------------------------------------
     def _results(self) -> None:
-        v = validator("result", "reader")
+        """Stream results.ndjson: each line is checked on its own by :func:`_check_line` (in worker processes for
+        a large file), then its record is folded into the state the rules across lines need, in line order."""
         run = self.run
-        run_id = run["runId"] if run is not None else None
-        closed = self.closed
-        capture_off = self.capture_off
-        metric_kinds = self.metric_kinds
-        has_traces = self.has_traces
-        spans, trace_ids = self.spans, self.trace_ids
-        evidence_ids = self.evidence_ids
-        acc_by = self.acc_by
-        single_lane = self.single_lane
-        files = self.scan.files
-        withheld_ok = self.withheld_ok
-        x = self.x
-        loads = jsonio.loads
+        routes: dict[tuple[str, str], list[tuple[int, str, str]]] = {}
+        self.accs: list[EntryAccumulator] = []
+        for (lane, path), entries in self.acc_by.items():
+            for entry, acc in entries:
+                routes.setdefault((lane, path), []).append((len(self.accs), entry["metric"], acc.kind))
+                self.accs.append(acc)
+        global _CTX
+        _CTX = _LineCtx(
+            run_id=run["runId"] if run is not None else None,
+            closed=self.closed,
+            capture_off=self.capture_off,
+            metric_kinds=self.metric_kinds,
+            has_traces=self.has_traces,
+            spans=self.spans,
+            trace_ids=self.trace_ids,
+            evidence_ids=self.evidence_ids,
+            files=self.scan.files,
+            withheld_ok=self.withheld_ok,
+            routes=routes,
+            single_lane=self.single_lane,
+        )
+        size = self.scan.files.get("results.ndjson", 0)
+        workers = _workers_for(size)
+        try:
+            if workers:
+                self._fold(self._parallel_results(size, workers))
+            else:
+                batches = _batches(self.lines("results.ndjson"))
+                self._fold((start, _check_batch(lines)) for start, lines in batches)
+        except _FramingError:
+            pass
+        finally:
+            _CTX = None
+
+    def _parallel_results(self, size: int, workers: int):
+        """results.ndjson in ranges of whole lines, each split and checked by a worker process, folded in order;
+        this process only hashes the file (in a thread: hashlib releases the GIL) and folds the records."""
+        name = "results.ndjson"
+        path = self.root / name
+        h = hashlib.sha256()
+
+        def hash_all():
+            with open(path, "rb", buffering=0) as f:
+                while chunk := f.read(1 << 22):
+                    h.update(chunk)
+
+        pool = multiprocessing.get_context("fork").Pool(workers)  # fork before any thread starts
+        hasher = threading.Thread(target=hash_all, daemon=True)
+        hasher.start()
+        framing: str | None = None
+        with open(path, "rb") as f:
+            head = f.read(3)
+            f.seek(max(0, size - 1))
+            last = f.read(1)
+            ranges = _ranges(f, size)
+        if head == jsonio.BOM:
+            framing = "encoding"
+        elif size and last != b"\n":
+            framing = "encoding"
+        lineno = 0
+        try:
+            if framing is None:
+                results = _parallel(pool, ranges, workers, _check_range, path)
+                try:
+                    for count, records, problem in results:
+                        if problem is not None:
+                            framing = problem
+                            break
+                        if lineno + count > jsonio.MAX_LINES:
+                            framing = "limit"
+                            break
+                        yield lineno + 1, records
+                        lineno += count
+                finally:
+                    results.close()
+        finally:
+            pool.terminate()
+            pool.join()
+            hasher.join()
+            self.digests[name] = (h.hexdigest(), size)
+        if framing is not None:
+            self.framing_problem(name, framing)
+            raise _FramingError(name)
+
+    def _fold(self, checked) -> None:
+        """Fold the records of checked lines, in line order, into the state of the rules across lines.
+
+        Per line this keeps its case and path (indexes into interned tables), trial, flags and its parent's line
+        number (a parent named before it is found at once; one named later is kept by key and resolved at the
+        end); per distinct resultId, a 16-byte key in ``ids``."""
         cases: dict[str, int] = {}
         paths: dict[str, int] = {}
-        self.cases, self.paths = cases, paths
         ids: dict[bytes, int] = {}
-        self.ids = ids
-        line_case = array("l", [0])
-        line_path = array("l", [0])
+        line_case = array("l", [-1])
+        line_path = array("l", [-1])
         line_trial = array("h", [-1])
-        line_state = bytearray(1)
         line_flags = bytearray(1)
-        line_parent: list[bytes | None] = [None]
-        line_key: list[bytes | None] = [None]
-        childcount: dict[bytes, int] = {}
-        aggs: list[tuple[int, int, list]] = []  # (lineno, total, decisive)
-        rollups: dict[tuple[int, int], tuple[int, dict]] = {}
-        trial_groups: dict[tuple[int, int], list] = {}  # -> [n, passed, first_state, agree]
+        line_parent = array("l", [_NONE])
+        forward: dict[int, bytes] = {}  # lineno -> key of a parent not seen yet
+        aggs: list[tuple[int, int, Any]] = []  # (lineno, total, decisive keys)
+        rollups: dict[tuple[int, int], tuple[int, tuple]] = {}
+        trial_groups: dict[tuple[int, int], list] = {}  # -> [n, passed, first state, agree]
+        self.ids, self.forward = ids, forward
         self.line_case, self.line_path, self.line_trial = line_case, line_path, line_trial
-        self.line_state, self.line_flags, self.line_parent, self.line_key = (
-            line_state,
-            line_flags,
-            line_parent,
-            line_key,
-        )
-        self.childcount, self.aggs, self.rollups, self.trial_groups = childcount, aggs, rollups, trial_groups
-        try:
-            for lineno, raw in self.lines("results.ndjson"):
-                # keep the arrays aligned with line numbers, even for lines that do not read
+        self.line_flags, self.line_parent = line_flags, line_parent
+        self.aggs, self.rollups, self.trial_groups = aggs, rollups, trial_groups
+        accs = self.accs
+        x = self.x
+        for start, records in checked:
+            for offset, rec in enumerate(records):
+                lineno = start + offset
                 line_case.append(-1)
                 line_path.append(-1)
                 line_trial.append(-1)
-                line_state.append(0)
                 line_flags.append(0)
-                line_parent.append(None)
-                line_key.append(None)
-                if raw is None:
-                    self.add(f"results.ndjson:{lineno}", "limit")
+                line_parent.append(_NONE)
+                if type(rec) is str:
+                    self.add(f"results.ndjson:{lineno}", rec)
                     continue
-                try:
-                    line = loads(raw)
-                except JsonProblem as e:
-                    self.add(f"results.ndjson:{lineno}", e.code)
+                if self.blocking or rec is None:
                     continue
-                if v(line) is not None or (
-                    ("startedAt" in line or "endedAt" in line) and not _times_exist(line, _RUN_TIMES)
-                ):
-                    self.add(f"results.ndjson:{lineno}", "schema")
-                    continue
-                if self.blocking or run_id is None:
-                    continue
-                where = None
-                rid = line["resultId"]
-                case = line["caseId"]
-                path = line["path"]
-                trial = line.get("trial")
-                state = line["state"]
-                key = bytes.fromhex(rid[2:])
-                line_key[lineno] = key
+                key, case, path, trial, sc, pkey, agg, trials, codes, measures = rec
+                if codes:
+                    where = f"results.ndjson:{lineno}"
+                    for c in codes:
+                        x(where, c)
+                flags = _F_READ
                 ci = cases.get(case)
                 if ci is None:
                     ci = cases[case] = len(cases)
@@ -647,124 +724,41 @@ class _RunVerifier:
                     pi = paths[path] = len(paths)
                 line_case[lineno] = ci
                 line_path[lineno] = pi
-                sc = _STATE_CODE[state]
-                line_state[lineno] = sc
-                if result_id(run_id, case, path, trial) != rid:
-                    where = f"results.ndjson:{lineno}"
-                    x(where, "result-id")
-                parent = line.get("parentResultId")
-                pkey = bytes.fromhex(parent[2:]) if parent else None
                 if key in ids:
-                    where = where or f"results.ndjson:{lineno}"
-                    x(where, "result-id")
-                    line_flags[lineno] |= _F_DUP
+                    x(f"results.ndjson:{lineno}", "result-id")
+                    flags |= _F_DUP
                 else:
                     ids[key] = lineno
-                    if pkey is not None:
-                        childcount[pkey] = childcount.get(pkey, 0) + 1
                 if pkey is not None:
-                    line_parent[lineno] = pkey
-                    if "component" not in line:
-                        x(where := where or f"results.ndjson:{lineno}", "component")
-                if trial is not None:
+                    pl = ids.get(pkey)
+                    if pl is None:
+                        forward[lineno] = pkey
+                        line_parent[lineno] = _FORWARD
+                    else:
+                        line_parent[lineno] = pl
+                if trial >= 0:
                     line_trial[lineno] = trial
                     g = trial_groups.get((ci, pi))
                     if g is None:
-                        trial_groups[(ci, pi)] = [1, 1 if sc == _PASSED else 0, sc, True, None]
+                        trial_groups[(ci, pi)] = [1, 1 if sc == _PASSED else 0, sc, True]
                     else:
                         g[0] += 1
                         if sc == _PASSED:
                             g[1] += 1
                         if sc != g[2]:
                             g[3] = False
-                trials = line.get("trials")
                 if trials is not None:
-                    line_flags[lineno] |= _F_ROLLUP
-                    if trials["passed"] > trials["n"]:
-                        x(where := where or f"results.ndjson:{lineno}", "trials")
+                    flags |= _F_ROLLUP
                     if (ci, pi) in rollups:
-                        x(where := where or f"results.ndjson:{lineno}", "trials")
+                        x(f"results.ndjson:{lineno}", "trials")
                     else:
                         rollups[(ci, pi)] = (lineno, trials)
-                agg = line.get("aggregation")
                 if agg is not None:
-                    line_flags[lineno] |= _F_AGG
-                    total, measured = agg["total"], agg["measured"]
-                    unm = agg.get("unmeasured") or {}
-                    if measured > total or sum(unm.values()) != total - measured:
-                        x(where := where or f"results.ndjson:{lineno}", "aggregation")
-                    aggs.append((lineno, total, agg.get("decisive") or ()))
-                if state == "pending" and closed:
-                    x(where := where or f"results.ndjson:{lineno}", "pending")
-                ann = line.get("annotator")
-                if ann is not None:
-                    panel = ann.get("panel")
-                    if panel is not None and panel["agree"] > panel["of"]:
-                        x(where := where or f"results.ndjson:{lineno}", "annotator")
-                    if capture_off and "promptHash" in ann:
-                        x(where := where or f"results.ndjson:{lineno}", "content-capture")
-                ev = line.get("evidence")
-                if ev:
-                    for eid in ev:
-                        if eid not in evidence_ids:
-                            x(where := where or f"results.ndjson:{lineno}", "evidence")
-                            break
-                reasoning = line.get("reasoning")
-                if reasoning is not None:
-                    where = where or f"results.ndjson:{lineno}"
-                    if capture_off:
-                        x(where, "content-capture")
-                    bpath = runfs.blob_path(reasoning["blob"][7:])
-                    size = files.get(bpath)
-                    if size is None:
-                        if bpath not in withheld_ok:
-                            x(where, "blob")
-                    elif size != reasoning["bytes"]:
-                        x(where, "reasoning-size")
-                scores = line.get("scores")
-                if scores:
-                    if len(scores) == 1:
-                        if scores[0]["metric"] not in metric_kinds:
-                            x(where := where or f"results.ndjson:{lineno}", "metric")
-                    else:
-                        seen = set()
-                        for s in scores:
-                            m = s["metric"]
-                            if m not in metric_kinds or m in seen:
-                                x(where := where or f"results.ndjson:{lineno}", "metric")
-                            seen.add(m)
-                tl = line.get("traceLink")
-                if tl is not None and has_traces:
-                    sid = tl.get("spanId")
-                    tid = tl["traceId"].lower()
-                    if (tid, sid.lower()) not in spans if sid is not None else tid not in trace_ids:
-                        x(where := where or f"results.ndjson:{lineno}", "trace-link")
-                att = line.get("attack")
-                if att is not None and att.get("success") is True and state == "passed":
-                    x(where := where or f"results.ndjson:{lineno}", "attack")
-                unc = line.get("uncertainty")
-                if unc:
-                    uci = unc.get("ci")
-                    if uci is not None and uci["low"] > uci["high"]:
-                        x(where := where or f"results.ndjson:{lineno}", "interval")
-                if "endedAt" in line and "startedAt" in line:
-                    if parse_time(line["endedAt"]) < parse_time(line["startedAt"]):
-                        x(where := where or f"results.ndjson:{lineno}", "result-times")
-                usage = line.get("usage")
-                if usage is not None and len(usage) > 1:
-                    ks = {(u.get("role"), u.get("model", _ABSENT)) for u in usage}
-                    if len(ks) != len(usage):
-                        x(where := where or f"results.ndjson:{lineno}", "result-times")
-                if trial is None and acc_by:
-                    lane = line.get("lane")
-                    if lane is None:
-                        lane = single_lane
-                    entries = acc_by.get((lane, path))
-                    if entries:
-                        for _entry, acc in entries:
-                            acc.add(line)
-        except _FramingError:
-            pass
+                    flags |= _F_AGG
+                    aggs.append((lineno, agg[0], agg[1]))
+                line_flags[lineno] = flags
+                for i, m in measures:
+                    accs[i].add_measure(m)
 
     def _results_end(self) -> None:
         """The rules that need every line: parents, children, decisive ids, trials."""
@@ -773,53 +767,58 @@ class _RunVerifier:
         x = self.x
         ids = self.ids
         line_case, line_path, line_trial = self.line_case, self.line_path, self.line_trial
-        line_parent, line_flags, line_key = self.line_parent, self.line_flags, self.line_key
+        line_parent, line_flags = self.line_parent, self.line_flags
         n = len(line_parent)
+        # parents named before their line was read
+        for ln, pkey in self.forward.items():
+            pl = ids.get(pkey)
+            line_parent[ln] = _MISSING if pl is None else pl
+        childcount = array("l", bytes(8 * n)) if n else array("l")
         # parents ([RES-5]) and trial consistency ([RES-8])
         trial_parent_paths: dict[tuple[int, int], set[int]] = {}
         for ln in range(1, n):
-            if line_key[ln] is None:
+            flags = line_flags[ln]
+            if not flags & _F_READ:
                 continue
-            pkey = line_parent[ln]
+            pl = line_parent[ln]
             trial = line_trial[ln]
-            if pkey is None:
+            if pl == _NONE:
                 if trial >= 0:
                     trial_parent_paths.setdefault((line_case[ln], line_path[ln]), set()).add(_ROOT)
                 continue
-            pl = ids.get(pkey)
-            if pl is None or line_case[pl] != line_case[ln]:
+            if pl == _MISSING or line_case[pl] != line_case[ln]:
                 x(f"results.ndjson:{ln}", "parent")
                 if trial >= 0:  # unknown: the rollup's parent is not judged
                     trial_parent_paths.setdefault((line_case[ln], line_path[ln]), set()).add(_UNKNOWN)
                 continue
+            if not flags & _F_DUP:  # children are distinct resultIds
+                childcount[pl] += 1
             ptrial = line_trial[pl]
             if (ptrial >= 0 and trial != ptrial) or (trial >= 0 and ptrial < 0):
                 x(f"results.ndjson:{ln}", "trials")
             if trial >= 0:
                 trial_parent_paths.setdefault((line_case[ln], line_path[ln]), set()).add(line_path[pl])
         # children and aggregation ([RES-5], [RES-6])
-        for pkey, count in self.childcount.items():
-            pl = ids.get(pkey)
-            if pl is not None and not (line_flags[pl] & _F_AGG):
-                x(f"results.ndjson:{pl}", "aggregation")
+        for ln in range(1, n):
+            if childcount[ln] and not line_flags[ln] & _F_AGG:
+                x(f"results.ndjson:{ln}", "aggregation")
         for ln, total, decisive in self.aggs:
-            key = line_key[ln]
             if line_flags[ln] & _F_DUP:
                 # a duplicate id: its children are the first line's; the id problem is already reported
                 continue
-            if self.childcount.get(key, 0) != total:
+            if childcount[ln] != total:
                 x(f"results.ndjson:{ln}", "aggregation")
                 continue
-            for d in decisive:
-                dl = ids.get(_key(d))
-                if dl is None or line_parent[dl] != key:
+            for dk in decisive:
+                dl = ids.get(dk)
+                if dl is None or line_parent[dl] != ln:
                     x(f"results.ndjson:{ln}", "aggregation")
                     break
         # trials ([RES-8])
         rollups = self.rollups
         if self.closed and len(rollups) < len(self.trial_groups):
             for ln in range(1, n):
-                if line_key[ln] is not None and line_trial[ln] >= 0:
+                if line_flags[ln] & _F_READ and line_trial[ln] >= 0:
                     if (line_case[ln], line_path[ln]) not in rollups:
                         x(f"results.ndjson:{ln}", "trials")
         for (ci, pi), (ln, trials) in rollups.items():
@@ -827,7 +826,7 @@ class _RunVerifier:
             if g is None:
                 x(f"results.ndjson:{ln}", "trials")
                 continue
-            if trials["n"] != g[0] or trials["passed"] != g[1] or trials["agree"] != g[3]:
+            if trials != (g[0], g[1], g[3]):
                 x(f"results.ndjson:{ln}", "trials")
                 continue
             pp = trial_parent_paths.get((ci, pi), set())
@@ -839,12 +838,297 @@ class _RunVerifier:
             (q,) = pp
             mine = line_parent[ln]
             if q == _ROOT:
-                if mine is not None:
+                if mine != _NONE:
                     x(f"results.ndjson:{ln}", "trials")
             else:
                 target = rollups.get((ci, q))
-                if target is not None and mine != line_key[target[0]]:
+                if target is not None and mine != target[0]:
                     x(f"results.ndjson:{ln}", "trials")
+
+
+# -- checking one result line (pure: runs in worker processes for a large file) ------------------------------------
+
+
+@dataclass
+class _LineCtx:
+    """What checking a result line on its own needs: read-only, inherited by forked workers."""
+
+    run_id: str | None
+    closed: bool
+    capture_off: bool
+    metric_kinds: dict
+    has_traces: bool
+    spans: set
+    trace_ids: set
+    evidence_ids: set
+    files: dict
+    withheld_ok: frozenset
+    routes: dict
+    single_lane: str | None
+
+
+_CTX: _LineCtx | None = None
+_BATCH = 2048
+_PARALLEL_FROM = 16 * 1024 * 1024  # bytes of results.ndjson
+
+
+def _workers_for(size: int) -> int:
+    """How many worker processes check result lines: none for a small file (a process costs more than it
+    saves), else one per core. ``AEFGATE_WORKERS`` overrides (0: in this process)."""
+    env = os.environ.get("AEFGATE_WORKERS")
+    if env is not None:
+        return max(0, int(env))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if size < _PARALLEL_FROM or cpus < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    return cpus
+
+
+def _batches(lines):
+    start, batch = 1, []
+    for lineno, raw in lines:
+        if not batch:
+            start = lineno
+        batch.append(raw)
+        if len(batch) >= _BATCH:
+            yield start, batch
+            batch = []
+    if batch:
+        yield start, batch
+
+
+def _check_batch(batch: list) -> list:
+    ctx = _CTX
+    return [_check_line(ctx, raw) if raw is not None else "limit" for raw in batch]
+
+
+_RANGE = 8 * 1024 * 1024
+
+
+def _ranges(f, size: int) -> list[tuple[int, int]]:
+    """Cut a file into ranges of whole lines (each starts after an LF) of about ``_RANGE`` bytes."""
+    target = _RANGE
+    out = []
+    start = 0
+    while start < size:
+        pos = start + target
+        if pos >= size:
+            out.append((start, size - start))
+            break
+        f.seek(pos)
+        while True:
+            chunk = f.read(1 << 16)
+            if not chunk:
+                end = size
+                break
+            i = chunk.find(b"\n")
+            if i >= 0:
+                end = pos + i + 1
+                break
+            pos += len(chunk)
+        out.append((start, end - start))
+        start = end
+    return out
+
+
+def _check_range(path, item) -> tuple[int, list, str | None]:
+    """Split and check one range of whole lines: ``(lines, records, framing problem or None)``."""
+    offset, length = item
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(length)
+    if b"\r" in data:
+        return 0, [], "encoding"
+    parts = data.split(b"\n")
+    parts.pop()  # the range ends in LF
+    ctx = _CTX
+    out = []
+    for raw in parts:
+        if not raw:
+            return 0, [], "encoding"  # a blank line
+        out.append("limit" if len(raw) > jsonio.MAX_DOC else _check_line(ctx, raw))
+    return len(parts), out, None
+
+
+def _parallel(pool, items, workers: int, fn, *args):
+    """``fn(*args, item)`` for each item on ``pool``, results in order, with a bounded number in flight.
+    Closing the generator stops the feeding (so the pool can be terminated without waiting for it)."""
+    sem = threading.BoundedSemaphore(2 * workers + 2)
+    stop = threading.Event()
+
+    def feed():
+        for it in items:
+            while not sem.acquire(timeout=0.05):
+                if stop.is_set():
+                    return
+            if stop.is_set():
+                return
+            yield it
+
+    try:
+        for res in pool.imap(functools.partial(fn, *args), feed()):
+            sem.release()
+            yield res
+    finally:
+        stop.set()
+
+
+def _time_exists(t: str) -> bool:
+    """[ENC-8] for a string the schema's pattern already accepted: only days 29..31 can fail to exist."""
+    if t[8:10] < "29":
+        return True
+    try:
+        parse_time(t)
+    except ValueError:
+        return False
+    return True
+
+
+def _earlier(a: str, b: str) -> bool:
+    """Whether time ``a`` is strictly before time ``b`` (both valid [ENC-8] strings), at full precision."""
+    if a[:19] != b[:19]:  # YYYY-MM-DDTHH:MM:SS is fixed-width: its text order is its time order
+        return a[:19] < b[:19]
+    return a[20:-1].ljust(9, "0") < b[20:-1].ljust(9, "0")  # the fraction digits, at full precision
+
+
+_validate_result = None
+
+
+def _check_line(ctx: _LineCtx, raw: bytes):
+    """Check one result line on its own. Returns a §3.9 code (``encoding``, ``limit``, ``schema``) when the line
+    does not read, None when nothing more can be checked (no run id), else the line's record:
+    ``(key, caseId, path, trial or -1, state code, parent key, aggregation (total, decisive keys) or None,
+    trials (n, passed, agree) or None, codes of the problems found on the line alone, summary measures)``."""
+    global _validate_result
+    v = _validate_result
+    if v is None:
+        v = _validate_result = validator("result", "reader")
+    try:
+        line = jsonio.loads(raw)
+    except JsonProblem as e:
+        return e.code
+    if v(line) is not None:
+        return "schema"
+    started = line.get("startedAt")
+    ended = line.get("endedAt")
+    if (started is not None and not _time_exists(started)) or (ended is not None and not _time_exists(ended)):
+        return "schema"
+    run_id = ctx.run_id
+    if run_id is None:
+        return None
+    codes = []
+    rid = line["resultId"]
+    case = line["caseId"]
+    path = line["path"]
+    trial = line.get("trial")
+    state = line["state"]
+    if result_id(run_id, case, path, trial) != rid:
+        codes.append("result-id")
+    parent = line.get("parentResultId")
+    pkey = None
+    if parent:
+        pkey = bytes.fromhex(parent[2:])
+        if "component" not in line:
+            codes.append("component")
+    trials = line.get("trials")
+    tr = None
+    if trials is not None:
+        tr = (trials["n"], trials["passed"], trials["agree"])
+        if tr[1] > tr[0]:
+            codes.append("trials")
+    agg = line.get("aggregation")
+    ag = None
+    if agg is not None:
+        total, measured = agg["total"], agg["measured"]
+        unm = agg.get("unmeasured")
+        if measured > total or (sum(unm.values()) if unm else 0) != total - measured:
+            codes.append("aggregation")
+        ag = (total, tuple(_key(d) for d in agg.get("decisive") or ()))
+    if state == "pending" and ctx.closed:
+        codes.append("pending")
+    ann = line.get("annotator")
+    if ann is not None:
+        panel = ann.get("panel")
+        if panel is not None and panel["agree"] > panel["of"]:
+            codes.append("annotator")
+        if ctx.capture_off and "promptHash" in ann:
+            codes.append("content-capture")
+    ev = line.get("evidence")
+    if ev:
+        ids = ctx.evidence_ids
+        for eid in ev:
+            if eid not in ids:
+                codes.append("evidence")
+                break
+    reasoning = line.get("reasoning")
+    if reasoning is not None:
+        if ctx.capture_off:
+            codes.append("content-capture")
+        bpath = runfs.blob_path(reasoning["blob"][7:])
+        size = ctx.files.get(bpath)
+        if size is None:
+            if bpath not in ctx.withheld_ok:
+                codes.append("blob")
+        elif size != reasoning["bytes"]:
+            codes.append("reasoning-size")
+    scores = line.get("scores")
+    if scores:
+        kinds = ctx.metric_kinds
+        if len(scores) == 1:
+            if scores[0]["metric"] not in kinds:
+                codes.append("metric")
+        else:
+            seen = set()
+            for sc in scores:
+                m = sc["metric"]
+                if m not in kinds or m in seen:
+                    codes.append("metric")
+                    break
+                seen.add(m)
+    tl = line.get("traceLink")
+    if tl is not None and ctx.has_traces:
+        sid = tl.get("spanId")
+        tid = tl["traceId"].lower()
+        if ((tid, sid.lower()) not in ctx.spans) if sid is not None else (tid not in ctx.trace_ids):
+            codes.append("trace-link")
+    att = line.get("attack")
+    if att is not None and att.get("success") is True and state == "passed":
+        codes.append("attack")
+    unc = line.get("uncertainty")
+    if unc:
+        uci = unc.get("ci")
+        if uci is not None and uci["low"] > uci["high"]:
+            codes.append("interval")
+    result_times = started is not None and ended is not None and _earlier(ended, started)
+    usage = line.get("usage")
+    if usage is not None and len(usage) > 1:
+        if len({(u.get("role"), u.get("model", _ABSENT)) for u in usage}) != len(usage):
+            result_times = True
+    if result_times:
+        codes.append("result-times")
+    measures = ()
+    if trial is None and ctx.routes:
+        lane = line.get("lane")
+        if lane is None:
+            lane = ctx.single_lane
+        route = ctx.routes.get((lane, path))
+        if route:
+            # a line left out ([SUM-4]: not_applicable) counts nowhere, so it is not sent at all
+            measures = tuple(
+                (i, m) for i, metric, kind in route if (m := measure(line, metric, kind)) is not LEFT_OUT
+            )
+    return (
+        bytes.fromhex(rid[2:]),
+        case,
+        path,
+        -1 if trial is None else trial,
+        _STATE_CODE[state],
+        pkey,
+        ag,
+        tr,
+        codes,
+        measures,
+    )
 
 
 class _FramingError(Exception):
@@ -869,7 +1153,13 @@ def verify_run(
     root = Path(run_dir)
     if root.is_symlink() or not root.is_dir():
         raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(run_dir))
-    v = _RunVerifier(root, frozenset(withheld_ok)).verify()
+    enabled = gc.isenabled()
+    gc.disable()  # no cycles are made; the collector would only rescan the bookkeeping (about 20 % of the time)
+    try:
+        v = _RunVerifier(root, frozenset(withheld_ok)).verify()
+    finally:
+        if enabled:
+            gc.enable()
     if anchors is not None:
         hashes = set(anchors)
         v.anchored = v.outcome == "intact" and v.run_hash in hashes

@@ -1,0 +1,196 @@
+"""``aefgate aef ...``: the command-line contract of spec 09 §9.3.
+
+One invocation per operation, input paths as arguments, one JSON value (UTF-8, no BOM) on stdout, exit 0 when the
+operation ran, and exit 2 with a message on stderr for a usage or input error (typer's own usage errors included:
+the entry point, :func:`aefgate.cli.app.run`, maps every refusal to exit 2 here). Problems are ``[path, code]``
+pairs in the order of §3.9.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from aefgate.cli import render
+from aefgate.cli.inputs import SealedBy, read_anchors, read_input, require_dir, require_file
+from aefgate.errors import Refusal
+
+aef_app = typer.Typer(
+    name="aef",
+    help="The command-line contract of AEF 1.0 spec 09 §9.3 (what a conformance runner drives): one JSON value "
+    "on stdout, exit 0 when the operation ran, exit 2 with a message on stderr for a usage or input error.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+POLICY_OPT = typer.Option(None, "--policy", help="A trust policy file (signatures: not implemented until issue 3).")
+
+
+def refuse_policy(policy: Optional[Path]) -> None:
+    if policy is not None:
+        raise Refusal("CLI-3", "signatures: not implemented until issue 3", "--policy")
+
+
+# -- operations -----------------------------------------------------------------------------------------------------
+
+
+@aef_app.command("run")
+def run_op(
+    run_dir: Path = typer.Argument(..., metavar="DIR", help="The run folder."),
+    policy: Optional[Path] = POLICY_OPT,
+    anchors: Optional[Path] = typer.Option(None, "--anchors", help="A file holding a JSON list of run hashes."),
+) -> None:
+    """Verify a run: {"outcome", "problems"[, "withheld"][, "anchored"]}."""
+    from aefgate.formats.aef.verifier import verify_run
+
+    refuse_policy(policy)
+    require_dir(run_dir)
+    anchor_list = read_anchors(anchors) if anchors is not None else None
+    render.emit_json(verify_run(run_dir, anchors=anchor_list).to_json())
+
+
+@aef_app.command("seal")
+def seal_op(
+    run_dir: Path = typer.Argument(..., metavar="DIR", help="The run folder."),
+    policy: Optional[Path] = POLICY_OPT,
+) -> None:
+    """Check a run's seal (§4.1): {"manifest": text, "runHash": hex, "problems"}."""
+    from aefgate.formats.aef.sealer import check_seal
+
+    refuse_policy(policy)
+    require_dir(run_dir)
+    render.emit_json(check_seal(run_dir).to_json())
+
+
+NDJSON_SUFFIXES = (".ndjson", ".jsonl")
+
+
+@aef_app.command("document")
+def document_op(
+    schema_name: str = typer.Argument(..., metavar="SCHEMA", help="A schema name: run, result, seal, ..."),
+    file: Path = typer.Argument(..., metavar="FILE", help="The document (.ndjson: checked line by line)."),
+) -> None:
+    """Check a document against the writer and reader schemas: {"writer", "reader", "reads"}."""
+    from aefgate.cli.reads import reads_of
+    from aefgate.formats.aef import jsonio, schema
+
+    if schema_name not in schema.SCHEMA_NAMES:
+        raise Refusal("CLI-2", f"no schema {schema_name!r}; known: {', '.join(schema.SCHEMA_NAMES)}", "SCHEMA")
+    require_file(file)
+    writer = schema.validator(schema_name, "writer")
+    reader = schema.validator(schema_name, "reader")
+    limit = jsonio.MAX_SEAL if schema_name == "seal" else jsonio.MAX_DOC
+    writer_ok = reader_ok = True
+    count = 0
+    only: Any = None
+    try:
+        if file.suffix in NDJSON_SUFFIXES:
+            docs = (doc for _, doc in jsonio.iter_ndjson(file, max_line=limit))
+        else:
+            docs = iter([jsonio.read_json(file, max_size=limit)])
+        for doc in docs:
+            count += 1
+            only = doc if count == 1 else None
+            if writer_ok and writer(doc) is not None:
+                writer_ok = False
+            if reader_ok and reader(doc) is not None:
+                reader_ok = False
+    except jsonio.JsonProblem:
+        writer_ok = reader_ok = False
+    reads: dict = {}
+    if reader_ok and count == 1:
+        reads = reads_of(schema_name, only)
+    render.emit_json({"writer": "valid" if writer_ok else "invalid", "reader": "valid" if reader_ok else "invalid",
+                      "reads": reads})
+
+
+@aef_app.command("paths")
+def paths_op(
+    file: Path = typer.Argument(..., metavar="FILE", help='A JSON list of {"name", "paths"}.'),
+) -> None:
+    """The [RUN-3] problems of each list of paths: [{"name", "problems"}]."""
+    from aefgate.formats.aef.paths import path_problems
+
+    items = read_input(file, top_object=False)
+    if not isinstance(items, list) or not all(
+        isinstance(i, dict) and isinstance(i.get("paths"), list) and all(isinstance(p, str) for p in i["paths"])
+        for i in items
+    ):
+        raise Refusal("CLI-2", 'the file holds a JSON list of {"name", "paths": [string, ...]}', str(file))
+    render.emit_json([{"name": i.get("name"), "problems": [list(x) for x in path_problems(i["paths"])]}
+                      for i in items])
+
+
+def parse_trial(text: Optional[str]) -> int | float | None:
+    """TRIAL as the JSON number it spells (``3``, ``3.0``); absent, empty or ``null`` is no trial."""
+    from aefgate.formats.aef import jsonio
+
+    if text is None or text in ("", "null"):
+        return None
+    try:
+        value = jsonio.loads(text.encode("utf-8"), top_object=False)
+    except jsonio.JsonProblem:
+        value = None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Refusal("RES-4", f"a trial is a number, not {text!r}", "TRIAL")
+    return value
+
+
+@aef_app.command("result-id")
+def result_id_op(
+    run_id: str = typer.Argument(..., metavar="RUNID"),
+    case_id: str = typer.Argument(..., metavar="CASEID"),
+    path: str = typer.Argument(..., metavar="PATH"),
+    trial: Optional[str] = typer.Argument(None, metavar="[TRIAL]", help="The trial number; absent: none."),
+) -> None:
+    """The [RES-4] result id of a line: {"resultId"}."""
+    from aefgate.formats.aef.resultid import result_id
+
+    t = parse_trial(trial)
+    try:
+        rid = result_id(run_id, case_id, path, t)
+    except (TypeError, ValueError) as e:
+        raise Refusal("RES-4", str(e), "") from None
+    render.emit_json({"resultId": rid})
+
+
+@aef_app.command("summarize")
+def summarize_op(
+    run_dir: Path = typer.Argument(..., metavar="DIR", help="The run (without its summary.json)."),
+    request: Path = typer.Argument(..., metavar="REQUEST", help='The entries to compute: {"lanes": [...]}.'),
+) -> None:
+    """The summary.json [SUM-2]..[SUM-9] give for the entries of REQUEST."""
+    from aefgate.formats.aef.summary import summarize
+
+    require_dir(run_dir)
+    req = read_input(request)
+    render.emit_json(summarize(run_dir, req))
+
+
+@aef_app.command("produce")
+def produce_op(
+    scenario: Path = typer.Argument(..., metavar="SCENARIO", help="A §9.2.1 scenario file."),
+    out: Path = typer.Argument(..., metavar="OUT", help="The run folder to write (absent or empty)."),
+) -> None:
+    """Write the run a scenario describes (§9.2.1): {"results": the number of lines}."""
+    from aefgate.formats.aef.produce import produce
+
+    facts = read_input(scenario)
+    render.emit_json({"results": produce(facts, out)})
+
+
+@aef_app.command("seal-write")
+def seal_write_op(
+    run_dir: Path = typer.Argument(..., metavar="DIR", help="The closed, unsealed run."),
+    sealed_by: SealedBy = typer.Option(..., "--sealed-by", help="producer or ingest."),
+    sealed_at: str = typer.Option(..., "--sealed-at", help="The sealing time, RFC 3339 UTC."),
+) -> None:
+    """Seal a run ([SEAL-1]..[SEAL-5]): writes DIR/seal.json; {"runHash": hex}."""
+    from aefgate.formats.aef.sealer import seal_run
+
+    require_dir(run_dir)
+    render.emit_json({"runHash": seal_run(run_dir, sealed_by=sealed_by.value, sealed_at=sealed_at)})

@@ -1,0 +1,412 @@
+"""The ``aefgate`` command line (typer + rich).
+
+Thin by design: each command parses its options, calls the library, and renders. People read stderr (rich);
+with ``--json`` a command writes exactly one JSON value on stdout and nothing else there.
+
+Exit codes: 0 ok; 1 integrity failure (a run that does not verify: outcome ``invalid``); 2 input error. Every
+:class:`aefgate.errors.Refusal` is caught here and printed as one line ``error [RULE] at WHERE: message`` on stderr
+(with ``--json``, also as ``{"error": {...}}`` on stdout); an unexpected exception is caught too (exit 2, a hint to
+report it; the traceback only with ``AEFGATE_DEBUG=1``). Library modules are imported inside the commands, so
+the command line starts fast.
+
+``aefgate aef ...`` is the command-line contract of spec 09 §9.3 (see :mod:`aefgate.cli.aef`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+try:  # typer 0.2x and later vendor click
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - older typer depends on click itself
+    from click.exceptions import ClickException  # type: ignore[no-redef]
+
+from aefgate import __version__
+from aefgate.cli import render
+from aefgate.cli.aef import aef_app
+from aefgate.cli.inputs import SealedBy, read_anchors, require_dir
+from aefgate.errors import EXIT_INPUT, EXIT_INTEGRITY, Refusal
+
+app = typer.Typer(
+    name="aefgate",
+    help="An interop gateway for AI-evaluation evidence: bidirectional converters with AEF 1.0 as the hub.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(aef_app, name="aef")
+
+JSON_OPT = typer.Option(False, "--json", help="Write one JSON value on stdout (people's output stays on stderr).")
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"aefgate {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    """aefgate: verify, seal and convert AI-evaluation evidence, with AEF 1.0 as the hub."""
+
+
+# -- verify / seal --------------------------------------------------------------------------------------------------
+
+
+@app.command()
+def verify(
+    run: Path = typer.Argument(..., help="The run folder (the folder holding run.json)."),
+    anchors: Optional[Path] = typer.Option(None, "--anchors", help="A file holding a JSON list of trusted run hashes."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Verify a run (spec §3.9, §4.1, §4.5): intact, unsealed or invalid. Exit 1 when invalid.
+
+    Example: aefgate verify runs/2026/10/0192.../ --json
+    """
+    from aefgate.formats.aef.verifier import verify_run
+
+    require_dir(run)
+    anchor_list = read_anchors(anchors) if anchors is not None else None
+    v = verify_run(run, anchors=anchor_list)
+    if as_json:
+        out = v.to_json()
+        out["withheld"] = v.withheld
+        out["runHash"] = v.run_hash
+        render.emit_json(out)
+    else:
+        render.show_verification(v, str(run), anchors_given=anchors is not None)
+    if v.outcome == "invalid":
+        raise typer.Exit(EXIT_INTEGRITY)
+
+
+@app.command()
+def seal(
+    run: Path = typer.Argument(..., help="The closed run folder to seal (writes its seal.json)."),
+    sealed_by: SealedBy = typer.Option(
+        SealedBy.producer, "--sealed-by",
+        help="producer (the run's own producer) or ingest (a run received from elsewhere).",
+    ),
+    at: Optional[str] = typer.Option(None, "--at", help="The sealing time, RFC 3339 UTC (default: now)."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Seal a closed run: write seal.json ([SEAL-1]..[SEAL-6]) and print its run hash.
+
+    Example: aefgate seal out/run --sealed-by ingest
+    """
+    from aefgate.formats.aef.sealer import seal_run
+
+    require_dir(run)
+    run_hash = seal_run(run, sealed_by=sealed_by.value, sealed_at=at)
+    if as_json:
+        render.emit_json({"run": str(run), "runHash": run_hash, "sealedBy": sealed_by.value})
+    else:
+        c = render.console()
+        c.print(f"sealed    {render.escape(str(run))} (sealed by {sealed_by.value})")
+        c.print(f"run hash  {run_hash}")
+
+
+# -- formats / convert ----------------------------------------------------------------------------------------------
+
+
+def _warn_broken(reg) -> None:
+    for label, reason in reg.broken:
+        render.console().print(f"[yellow]warning[/]: converter plug-in {render.escape(label)} not loaded: "
+                               f"{render.escape(reason)}")
+
+
+@app.command()
+def formats(as_json: bool = JSON_OPT) -> None:
+    """List the formats aefgate converts, each direction through AEF, and what each direction loses.
+
+    Example: aefgate formats --json
+    """
+    from rich.table import Table
+
+    from aefgate.converters.registry import registry
+
+    reg = registry()
+    listing = reg.formats()
+    if as_json:
+        render.emit_json({"formats": listing, "broken": [{"entryPoint": a, "reason": b} for a, b in reg.broken]})
+        return
+    _warn_broken(reg)
+    c = render.console()
+    if len(listing) == 1:
+        c.print("aef (the hub) only: no converter is installed yet.")
+        return
+    table = Table(title="Formats (AEF 1.0 is the hub)")
+    table.add_column("format")
+    table.add_column("import: to AEF (loses)")
+    table.add_column("export: from AEF (loses)")
+
+    def cell(d) -> str:
+        return "-" if d is None else f"{d['converter']} ({'; '.join(d['fidelity'])})"
+
+    for f in listing:
+        if f["hub"]:
+            table.add_row("aef", "(hub)", "(hub)")
+        else:
+            table.add_row(f["format"], cell(f["import"]), cell(f["export"]))
+    c.print(table)
+    for f in listing:
+        for d in f["direct"]:
+            if f["format"] == d["source"]:
+                c.print(f"direct: {d['name']}: {d['source']} -> {d['target']} ({'; '.join(d['fidelity'])})")
+
+
+# The conversion options that also have a flag of their own: flag -> option name.
+COMMON_FLAGS = {
+    "at": "at",
+    "run_id": "run_id",
+    "from_tool": "from",
+    "subject": "subject",
+    "subject_kind": "subject_kind",
+    "target_mode": "target_mode",
+    "content_capture": "content_capture",
+    "ignore_overlays": "ignore_overlays",
+}
+
+
+def parse_opts(pairs: List[str]) -> dict[str, str]:
+    """``--opt k=v`` pairs as a dict (a ``-`` in a name is read as ``_``). CLI-2 for a malformed or repeated one."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or not name:
+            raise Refusal("CLI-2", f"an option is written k=v, not {pair!r}", "--opt")
+        if name in out:
+            raise Refusal("CLI-2", f"the option {name!r} is given twice", "--opt")
+        out[name] = value
+    return out
+
+
+@app.command()
+def convert(
+    src: Path = typer.Argument(..., metavar="IN", help="The input (a file or a folder, as its format is)."),
+    dst: Path = typer.Argument(..., metavar="OUT", help="The output; must not exist (or be an empty folder)."),
+    from_: str = typer.Option(..., "--from", help="The input's format (see `aefgate formats`)."),
+    to: str = typer.Option(..., "--to", help="The output's format."),
+    opt: List[str] = typer.Option([], "--opt", help="A converter option, k=v (repeatable)."),
+    at: Optional[str] = typer.Option(None, "--at", help="Option `at`: a time, RFC 3339 UTC."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="Option `run_id`: the runId to write."),
+    from_tool: Optional[str] = typer.Option(None, "--from-tool", help="Option `from`: the tool that wrote the input."),
+    subject: Optional[str] = typer.Option(None, "--subject", help="Option `subject`: the subject's ref."),
+    subject_kind: Optional[str] = typer.Option(None, "--subject-kind", help="Option `subject_kind`."),
+    target_mode: Optional[str] = typer.Option(None, "--target-mode", help="Option `target_mode`: live, replayed, ..."),
+    content_capture: Optional[str] = typer.Option(None, "--content-capture", help="Option `content_capture`: on/off."),
+    ignore_overlays: bool = typer.Option(False, "--ignore-overlays", help="Option `ignore_overlays`."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Convert IN (format --from) to OUT (format --to), directly or through AEF.
+
+    Each option goes to the steps that declare it; an option no step declares is an input error.
+    Example: aefgate convert log.json out/run --from inspect --to aef --target-mode live
+    """
+    from aefgate.converters.registry import find_route, registry, run_route
+
+    options: dict[str, object] = parse_opts(opt)
+    given = {"at": at, "run_id": run_id, "from_tool": from_tool, "subject": subject, "subject_kind": subject_kind,
+             "target_mode": target_mode, "content_capture": content_capture,
+             "ignore_overlays": ignore_overlays or None}
+    for flag, value in given.items():
+        if value is None:
+            continue
+        name = COMMON_FLAGS[flag]
+        if name in options:
+            raise Refusal("CLI-2", f"the option {name!r} is given both as a flag and with --opt", "--opt")
+        options[name] = value
+    reg = registry()
+    _warn_broken(reg)
+    steps = find_route(from_, to, reg)
+    if not as_json:
+        render.console().print("route     " + " -> ".join(f"{c.source} ({c.name})" for c in steps)
+                               + f" -> {steps[-1].target}")
+    run_route(steps, src, dst, options)
+    losses = [{"converter": c.name, "fidelity": c.fidelity} for c in steps]
+    if as_json:
+        render.emit_json({"input": str(src), "output": str(dst), "from": steps[0].source, "to": steps[-1].target,
+                          "route": [c.name for c in steps], "fidelity": losses})
+    else:
+        c = render.console()
+        c.print(f"wrote     {render.escape(str(dst))}")
+        for item in losses:
+            c.print(f"fidelity  {item['converter']}: {render.escape('; '.join(item['fidelity']))}")
+
+
+# -- demo -----------------------------------------------------------------------------------------------------------
+
+
+def _demo_scenario() -> dict:
+    from importlib.resources import files
+
+    from aefgate.formats.aef import jsonio
+
+    data = files("aefgate").joinpath("fixtures/demo/scenario.json").read_bytes()
+    return jsonio.loads(data)
+
+
+TARGET_MODES = {  # [RUN-7]: a reader shows the target mode wherever it shows results
+    "live": "the real subject, answering at run time",
+    "replayed": "recorded answers of the real subject, played back",
+    "scripted": "a scripted stand-in: shows what the checks do, not how the subject behaves",
+    "mocked": "a stand-in that is not the subject",
+}
+
+
+def _case_rows(run_dir: Path) -> list[dict]:
+    """One row per line of results.ndjson, in file order: case, path, trial, state, and a note (the reason of a
+    typed absence, a rollup's trials)."""
+    from aefgate.formats.aef import jsonio
+
+    rows = []
+    for _, line in jsonio.iter_ndjson(run_dir / "results.ndjson"):
+        row = {"case": line["caseId"], "path": line["path"], "state": line["state"]}
+        if "trial" in line:
+            row["trial"] = line["trial"]
+        if "trials" in line:
+            t = line["trials"]
+            row["note"] = (f"rollup: {t['passed']}/{t['n']} trials passed ({t['aggregation']})"
+                           + ("" if t["agree"] else ", flaky"))
+        elif line.get("reason"):
+            row["note"] = line["reason"]
+        rows.append(row)
+    return rows
+
+
+@app.command()
+def demo(
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to write the run (absent or empty; default: a new "
+                                                           "temporary folder)."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Produce a small evaluation run from a bundled scenario, verify it, seal it, verify it again.
+
+    Example: aefgate demo --out /tmp/demo-run
+    """
+    from aefgate.formats.aef import jsonio
+    from aefgate.formats.aef.produce import produce
+    from aefgate.formats.aef.sealer import seal_run
+    from aefgate.formats.aef.verifier import verify_run
+
+    c = render.console()
+    run_dir = out if out is not None else Path(tempfile.mkdtemp(prefix="aefgate-demo-")) / "run"
+    if not as_json:
+        c.print(f"writing   {render.escape(str(run_dir))}")
+    n = produce(_demo_scenario(), run_dir)
+    before = verify_run(run_dir)
+    if not as_json:
+        c.print(f"produced  {n} result lines; verified: {before.describe()}")
+    after = before
+    if before.outcome == "unsealed":
+        seal_run(run_dir, sealed_by="producer")
+        after = verify_run(run_dir)
+    run = jsonio.read_json(run_dir / "run.json")
+    rows = _case_rows(run_dir)
+    summary = jsonio.read_json(run_dir / "summary.json")
+    entries = [{"lane": lane["lane"], **e} for lane in summary["lanes"] for e in lane["metrics"]]
+    if as_json:
+        render.emit_json({
+            "out": str(run_dir), "results": n, "runId": run["runId"],
+            "targetMode": run["execution"]["targetMode"],
+            "beforeSeal": before.to_json(), "afterSeal": after.to_json(),
+            "runHash": after.run_hash, "cases": rows, "summary": entries,
+        })
+    else:
+        _show_demo(run_dir, run, rows, entries, after)
+    if not (before.outcome == "unsealed" and after.outcome == "intact"):
+        raise typer.Exit(EXIT_INTEGRITY)
+
+
+def _fmt_num(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def _show_demo(run_dir: Path, run: dict, rows: list[dict], entries: list[dict], after) -> None:
+    from rich.table import Table
+
+    c = render.console()
+    mode = run["execution"]["targetMode"]
+    c.print(f"run id    {render.escape(run['runId'])}")
+    c.print(f"subject   {render.escape(run['subject']['ref'])}")
+    c.print(f"target    [bold]{mode}[/]: {TARGET_MODES.get(mode, mode)}")
+    cases = Table(title="Results (results.ndjson)")
+    for col in ("case", "path", "trial", "state", "note"):
+        cases.add_column(col, overflow="fold")
+    for r in rows:
+        cases.add_row(r["case"], r["path"], _fmt_num(r.get("trial")), r["state"], render.escape(r.get("note", "")))
+    c.print(cases)
+    summ = Table(title="Summary (summary.json)")
+    for col in ("lane", "metric", "path", "N", "n", "not measured", "value", "verdict", "rule"):
+        summ.add_column(col)
+    for e in entries:
+        value = _fmt_num(e.get("value"))
+        if e.get("aggregate"):
+            value += f" ({e['aggregate']['method']})"
+        summ.add_row(e["lane"], e["metric"], e["path"], str(e["N"]), str(e["n"]), str(e["notMeasured"]), value,
+                     e["verdict"], render.escape(e.get("rule", "")))
+    c.print(summ)
+    render.show_verification(after, str(run_dir))
+
+
+# -- entry point ----------------------------------------------------------------------------------------------------
+
+
+def _json_requested(args: list[str]) -> bool:
+    head = args[: args.index("--")] if "--" in args else args
+    return "--json" in head
+
+
+def run(argv: Optional[List[str]] = None) -> int:
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    contract = bool(args) and args[0] == "aef"  # spec 09 §9.3: errors on stderr only, always exit 2
+    as_json = _json_requested(args) and not contract
+    try:
+        rv = app(args=args, prog_name="aefgate", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
+    except Refusal as r:
+        if as_json:
+            render.emit_json(r.to_json())
+        render.print_error(r.rule, r.where, r.message)
+        return EXIT_INPUT if contract else r.exit_code
+    except typer.Abort:
+        sys.stderr.write("aborted\n")
+        return 130
+    except ClickException as e:  # usage errors: a bad option, a missing argument
+        if as_json:
+            render.emit_json({"error": {"rule": "usage", "where": "", "message": e.format_message()}})
+        e.show()
+        return EXIT_INPUT
+    except BrokenPipeError:  # the reader of stdout went away (| head): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as e:  # a bug: say so, never a traceback unless asked
+        if render.debug():
+            traceback.print_exc()
+        msg = (f"unexpected {type(e).__name__}: {e}. This is a bug (in aefgate {__version__}, or in the converter "
+               f"plug-in that ran): please report it with the command you ran"
+               + ("" if render.debug() else " (AEFGATE_DEBUG=1 prints the traceback)"))
+        if as_json:
+            render.emit_json({"error": {"rule": "internal", "where": "", "message": msg}})
+        render.print_error("internal", "", msg)
+        return EXIT_INPUT
+
+
+def main() -> None:
+    """The console script ``aefgate``."""
+    sys.exit(run())
