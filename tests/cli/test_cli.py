@@ -386,3 +386,32 @@ def test_broken_plugin_is_a_warning(tmp_path: Path) -> None:
     p = aefgate("formats", extra_path=site)
     assert p.returncode == 0 and "NOT_THERE" in p.stderr and "warning" in p.stderr
 
+
+
+# -- the conformance contract on every complete shared example run ------------------------------------------------
+
+
+def _example_runs():
+    from tests._shared import EXAMPLES
+
+    out = []
+    for exp in sorted(EXAMPLES.glob("*/expected.json")):
+        for name, outcome in json.loads(exp.read_text()).get("runs", {}).items():
+            run = exp.parent / name
+            # the copies ../shared/spec/README.md calls incomplete are checked, completed, in test_verifier.py
+            if not all((run / f).is_file() for f in ("run.json", "metrics.json", "results.ndjson")):
+                continue
+            closed = json.loads((run / "run.json").read_text())["status"] != "running"
+            if closed and not (run / "summary.json").is_file():
+                continue
+            out.append((f"{exp.parent.name}/{name}", outcome))
+    return out
+
+
+@pytest.mark.parametrize("rel,outcome", _example_runs())
+def test_aef_run_on_every_example(rel: str, outcome: str) -> None:
+    from tests._shared import EXAMPLES
+
+    p = aefgate("aef", "run", str(EXAMPLES / rel))
+    assert p.returncode == 0, p.stderr
+    assert one_json(p.stdout) == {"outcome": outcome, "problems": []}
