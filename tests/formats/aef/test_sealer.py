@@ -67,9 +67,16 @@ def test_refusals_leave_the_run_unchanged(tmp_path):
     refused("SEAL-5", sealed_by="someone")
     refused("SEAL-1", sealed_at="2026-10-02T14:06:23.003Z")  # before endedAt ...23.004Z
     refused("ENC-8", sealed_at="yesterday")
-    # a run that does not verify is not sealed, by either sealer
+    # a file a run folder does not hold would be unexpected-file once sealed
     (run / "notes").mkdir()
-    (run / "notes" / ".x").write_text("x")
+    (run / "notes" / "x").write_text("x")
+    snapshot = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    refused("RUN-2")
+    (run / "notes" / "x").unlink()
+    (run / "notes").rmdir()
+    # a run that does not verify is not sealed, by either sealer
+    summary = run / "summary.json"
+    summary.write_bytes(summary.read_bytes().replace(b'"value": 0.665,', b'"value": 0.7,'))
     snapshot = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     refused("SEAL-1", sealed_by="ingest")
     refused("RUN-4", sealed_by="producer")

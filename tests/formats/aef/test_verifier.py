@@ -287,6 +287,130 @@ MUTATIONS = {
         [("gates.ndjson:1", "gate")],
         ["gates.ndjson"],
     ),
+    "parent-of-no-line": (
+        COMPLETED_EVAL,
+        lambda r: _set_json(r, "results.ndjson", 2, lambda d: d.update(parentResultId="r_" + "2" * 32)),
+        # the root then has one child fewer than its aggregation's total
+        [("results.ndjson:1", "aggregation"), ("results.ndjson:2", "parent")],
+        ["results.ndjson"],
+    ),
+    "parent-in-another-case": (
+        COMPLETED_EVAL,
+        lambda r: _set_json(r, "results.ndjson", 5, lambda d: d.update(
+            parentResultId="r_479d157f3423e95d566bcbfc0c6d2461", component={"weight": 0, "required": False})),
+        [("results.ndjson:5", "parent")],
+        ["results.ndjson"],
+    ),
+    "aggregation-total": (
+        COMPLETED_EVAL,
+        lambda r: _set_json(r, "results.ndjson", 1, lambda d: d["aggregation"].update(total=4, measured=3)),
+        [("results.ndjson:1", "aggregation")],
+        ["results.ndjson"],
+    ),
+    "aggregation-counts": (
+        COMPLETED_EVAL,
+        lambda r: _set_json(r, "results.ndjson", 1, lambda d: d["aggregation"].update(measured=1)),
+        [("results.ndjson:1", "aggregation")],
+        ["results.ndjson"],
+    ),
+    "decisive-not-a-child": (
+        COMPLETED_EVAL,
+        # line 5's id: a line of the run, but no child of line 1
+        lambda r: _set_json(r, "results.ndjson", 1, lambda d: d["aggregation"].update(
+            decisive=[json.loads(_lines(r / "results.ndjson")[4])["resultId"]])),
+        [("results.ndjson:1", "aggregation")],
+        ["results.ndjson"],
+    ),
+    "node-with-children-without-aggregation": (
+        COMPLETED_EVAL,
+        lambda r: _set_json(r, "results.ndjson", 1, lambda d: d.pop("aggregation")),
+        [("results.ndjson:1", "aggregation")],
+        ["results.ndjson"],
+    ),
+    "panel-agree-above-of": (
+        COMPLETED_EVAL,
+        lambda r: _set_json(r, "results.ndjson", 5, lambda d: d.update(
+            annotator={"kind": "LLM", "panel": {"agree": 3, "of": 2}})),
+        [("results.ndjson:5", "annotator")],
+        ["results.ndjson"],
+    ),
+    "evidence-digest": (
+        COMPLETED_EVAL,
+        lambda r: _set_json(r, "evidence.ndjson", 2, lambda d: d.update(digest="sha256:" + "a" * 64)),
+        [("evidence.ndjson:2", "evidence-digest")],
+        ["evidence.ndjson"],
+    ),
+    "summary-duplicate-entry": (
+        COMPLETED_EVAL,
+        lambda r: (r / "summary.json").write_text(json.dumps((lambda d: (
+            d["lanes"][0]["metrics"].append(d["lanes"][0]["metrics"][1]), d)[1])(
+            json.loads((r / "summary.json").read_text())))),
+        [("summary.json", "summary-duplicate")],
+        ["summary.json"],
+    ),
+    "summary-interval": (
+        COMPLETED_EVAL,
+        lambda r: (r / "summary.json").write_text(json.dumps((lambda d: (
+            d["lanes"][0]["metrics"][0].update(ci={"low": 0.9, "high": 0.1, "level": 0.95}), d)[1])(
+            json.loads((r / "summary.json").read_text())))),
+        [("summary.json", "interval")],
+        ["summary.json"],
+    ),
+    "content-capture-off-with-reasoning": (
+        COMPLETED_EVAL,
+        lambda r: (r / "run.json").write_text(json.dumps(
+            dict(json.loads((r / "run.json").read_text()), contentCapture="off"))),
+        # evidence line 2 is judge_reasoning; line 3 has a reasoning blob and an annotator.promptHash (one problem);
+        # the trace carries no attribute [SEC-6] names
+        [("evidence.ndjson:2", "content-capture"), ("results.ndjson:3", "content-capture")],
+        ["run.json"],
+    ),
+    "run-ends-before-it-starts": (
+        COMPLETED_EVAL,
+        lambda r: (r / "run.json").write_text(json.dumps(
+            dict(json.loads((r / "run.json").read_text()), startedAt="2026-10-02T15:00:00Z"))),
+        [("run.json", "run-times")],
+        ["run.json"],
+    ),
+    "calibration-after-start": (
+        COMPLETED_EVAL,
+        lambda r: (r / "run.json").write_text(json.dumps((lambda d: (
+            d["judges"][0].update(calibration={"labelSet": "labels:x", "n": 10, "dangerousErrors": 11,
+                                               "measuredAt": "2026-10-01T00:00:00Z"}), d)[1])(
+            json.loads((r / "run.json").read_text())))),
+        [("run.json", "calibration")],
+        ["run.json"],
+    ),
+    "require-passes-above-trials": (
+        COMPLETED_EVAL,
+        lambda r: (r / "run.json").write_text(json.dumps((lambda d: (
+            d["suite"].update(executionPolicy={"trialsPerCase": 1, "requirePasses": 2}), d)[1])(
+            json.loads((r / "run.json").read_text())))),
+        [("run.json", "execution-policy")],
+        ["run.json"],
+    ),
+    "uncertainty-interval": (
+        COMPLETED_EVAL,
+        lambda r: _set_json(r, "results.ndjson", 5, lambda d: d.update(
+            uncertainty={"ci": {"low": 1, "high": 0, "level": 0.9}})),
+        [("results.ndjson:5", "interval")],
+        ["results.ndjson"],
+    ),
+    "metric-declared-twice": (
+        COMPLETED_EVAL,
+        lambda r: (r / "metrics.json").write_text(json.dumps((lambda d: (
+            d["metrics"].append(d["metrics"][0]), d)[1])(json.loads((r / "metrics.json").read_text())))),
+        [("metrics.json", "metric")],
+        ["metrics.json"],
+    ),
+    "trial-line-without-rollup": (
+        TRIALS_RUN,
+        lambda r: _set_json(r, "results.ndjson", 25, lambda d: (d.pop("trials"), d.update(trial=2))),
+        # case 1's checks now has three trial lines and no rollup; line 25 has another resultId
+        [("results.ndjson:3", "trials"), ("results.ndjson:6", "trials"), ("results.ndjson:25", "result-id"),
+         ("results.ndjson:25", "trials")],
+        ["results.ndjson"],
+    ),
 }
 
 
@@ -485,3 +609,50 @@ def test_parallel_checking_gives_the_same_problems(tmp_path, monkeypatch, name):
         sequential.problems,
         sequential.run_hash,
     )
+
+
+def _reseal_by_hand(run: Path, edit=None) -> None:
+    """Write seal.json over the run as it is (as another sealer might), then apply ``edit`` to the statement."""
+    from aefgate.formats.aef.sealer import EVIDENCE_PREDICATE, STATEMENT_TYPE, build_manifest, predicate_for
+
+    man = build_manifest(run)
+    run_doc = json.loads((run / "run.json").read_text())
+    st = {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": p, "digest": {"sha256": h}} for p, h, _ in man.entries],
+        "predicateType": EVIDENCE_PREDICATE,
+        "predicate": predicate_for(run_doc, man.run_hash, "ingest", "2026-12-01T00:00:00Z"),
+    }
+    if edit:
+        edit(st)
+    (run / "seal.json").write_text(json.dumps(st))
+
+
+def test_unexpected_file_sealed_by_another_sealer(tmp_path):
+    run = copy_run(COMPLETED_EVAL, tmp_path / "run")
+    (run / "seal.json").unlink()
+    (run / "notes.txt").write_text("x")
+    assert verify_run(run).outcome == "unsealed"
+    with pytest.raises(Refusal) as e:  # aefgate itself refuses to seal it
+        from aefgate.formats.aef.sealer import seal_run
+
+        seal_run(run)
+    assert e.value.rule == "RUN-2" and not (run / "seal.json").exists()
+    _reseal_by_hand(run)
+    assert verify_run(run).problems == [("notes.txt", "unexpected-file")]
+
+
+def test_seal_subject_path_run_id_run_open(tmp_path):
+    run = copy_run(COMPLETED_EVAL, tmp_path / "run")
+    (run / "seal.json").unlink()
+    _reseal_by_hand(run, lambda st: st["subject"].append({"name": "overlays/events.ndjson", "digest": {"sha256": "0" * 64}}))
+    assert verify_run(run).problems == [("overlays/events.ndjson", "subject-path")]
+    _reseal_by_hand(run, lambda st: st["predicate"].update(runId="another-run"))
+    assert verify_run(run).problems == [("seal.json", "run-id")]
+    _reseal_by_hand(run)
+    assert verify_run(run).problems == []
+    d = json.loads((run / "run.json").read_text())
+    d["status"] = "running"
+    d.pop("endedAt")
+    (run / "run.json").write_text(json.dumps(d))
+    assert verify_run(run).problems == [("run.json", "digest"), ("run.json", "run-open"), ("seal.json", "predicate")]

@@ -288,6 +288,10 @@ def seal_run(run_dir: str | Path, *, sealed_by: str = "producer", sealed_at: str
     except ValueError:
         pass  # a bad endedAt is a schema problem the verification below reports
     v = verify_run(root)
+    unlisted = sorted(p for p in runfs.scan(root).files if not runfs.is_listed(p))
+    if unlisted:  # sealed, it would be unexpected-file (§3.9): a producer seals only the files [RUN-2] lists
+        raise Refusal("RUN-2", "a file a run folder does not hold (outside ext/); move it under ext/ or remove it",
+                      unlisted[0])
     if v.problems:
         path, code = v.problems[0]
         more = f" (and {len(v.problems) - 1} more)" if len(v.problems) > 1 else ""
