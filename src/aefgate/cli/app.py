@@ -366,6 +366,11 @@ def _show_demo(run_dir: Path, run: dict, rows: list[dict], entries: list[dict], 
 # -- entry point ----------------------------------------------------------------------------------------------------
 
 
+from aefgate.cli import overlay_cmds  # noqa: E402
+
+overlay_cmds.register(app, aef_app)
+
+
 def _json_requested(args: list[str]) -> bool:
     head = args[: args.index("--")] if "--" in args else args
     return "--json" in head
