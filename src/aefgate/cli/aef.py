@@ -27,12 +27,51 @@ aef_app = typer.Typer(
 )
 
 
-POLICY_OPT = typer.Option(None, "--policy", help="A trust policy file (signatures: not implemented until issue 3).")
+POLICY_OPT = typer.Option(None, "--policy", help="A trust policy file ([SIG-4]): the keys to trust, each with its "
+                                                 "identity and, optionally, \"may\": [\"redact\"].")
 
 
-def refuse_policy(policy: Optional[Path]) -> None:
-    if policy is not None:
-        raise Refusal("CLI-3", "signatures: not implemented until issue 3", "--policy")
+def load_policy(policy: Optional[Path]) -> Any:
+    """``--policy``: the trust policy (a :class:`~aefgate.formats.aef.signatures.TrustPolicy`), or None when not
+    given. A policy the reader refuses, or whose key does not read, is an input error (exit 2)."""
+    if policy is None:
+        return None
+    from aefgate.formats.aef.signatures import TrustPolicy
+
+    return TrustPolicy.load(policy)
+
+
+
+def authorized_withheld(run_dir: Path, policy: Any) -> frozenset[str]:
+    """The blob paths authorized redactions withhold under ``policy`` ([OVL-10], computed by the overlay verifier:
+    :func:`aefgate.formats.aef.overlays.authorized_redactions`); none without a policy."""
+    if policy is None:
+        return frozenset()
+    from aefgate.formats.aef.overlays import authorized_redactions
+
+    return frozenset(authorized_redactions(run_dir, policy))
+
+
+def verify_with_policy(run_dir: Path, policy: Any, anchors: Optional[list[str]] = None) -> Any:
+    """``verify_run`` with the trust policy, if any (authorized redactions and ``signed_by``, §4.5)."""
+    from aefgate.formats.aef.verifier import verify_run
+
+    return verify_run(run_dir, anchors=anchors, policy=policy)
+
+
+PAYLOAD_TYPE_OPT = typer.Option(..., "--payload-type", help="The payloadType [SIG-1] gives the signed file: "
+                                "application/vnd.in-toto+json (seal.json, a batch seal) or "
+                                "application/vnd.agenteval.aef.checkpoint+json (a checkpoint manifest).")
+
+
+def check_payload_type(payload_type: str) -> str:
+    from aefgate.formats.aef.signatures import PAYLOAD_TYPES
+
+    known = sorted(set(PAYLOAD_TYPES.values()))
+    if payload_type not in known:
+        raise Refusal("SIG-1", f"no file is signed with payloadType {payload_type!r}; [SIG-1] gives "
+                               f"{' or '.join(known)}", "--payload-type")
+    return payload_type
 
 
 # -- operations -----------------------------------------------------------------------------------------------------
@@ -44,13 +83,11 @@ def run_op(
     policy: Optional[Path] = POLICY_OPT,
     anchors: Optional[Path] = typer.Option(None, "--anchors", help="A file holding a JSON list of run hashes."),
 ) -> None:
-    """Verify a run: {"outcome", "problems"[, "withheld"][, "anchored"]}."""
-    from aefgate.formats.aef.verifier import verify_run
-
-    refuse_policy(policy)
+    """Verify a run: {"outcome", "problems"[, "withheld"][, "signedBy"][, "anchored"]}."""
+    trust = load_policy(policy)
     require_dir(run_dir)
     anchor_list = read_anchors(anchors) if anchors is not None else None
-    render.emit_json(verify_run(run_dir, anchors=anchor_list).to_json())
+    render.emit_json(verify_with_policy(run_dir, trust, anchor_list).to_json())
 
 
 @aef_app.command("seal")
@@ -61,9 +98,9 @@ def seal_op(
     """Check a run's seal (§4.1): {"manifest": text, "runHash": hex, "problems"}."""
     from aefgate.formats.aef.sealer import check_seal
 
-    refuse_policy(policy)
+    trust = load_policy(policy)
     require_dir(run_dir)
-    render.emit_json(check_seal(run_dir).to_json())
+    render.emit_json(check_seal(run_dir, withheld_ok=authorized_withheld(run_dir, trust)).to_json())
 
 
 NDJSON_SUFFIXES = (".ndjson", ".jsonl")
@@ -194,3 +231,40 @@ def seal_write_op(
 
     require_dir(run_dir)
     render.emit_json({"runHash": seal_run(run_dir, sealed_by=sealed_by.value, sealed_at=sealed_at)})
+
+
+@aef_app.command("signature")
+def signature_op(
+    envelope: Path = typer.Argument(..., metavar="ENVELOPE", help="A DSSE envelope (a .dsse.json file)."),
+    file: Path = typer.Argument(..., metavar="FILE", help="The file it signs."),
+    policy: Path = typer.Argument(..., metavar="POLICY", help="A trust policy file ([SIG-4])."),
+    payload_type: str = PAYLOAD_TYPE_OPT,
+) -> None:
+    """Verify a signature envelope ([SIG-1]..[SIG-5]): {"envelopeResult", "signatures", "verifiesFor"}."""
+    from aefgate.formats.aef.signatures import MAX_ENVELOPE, EnvelopeResult, verify_envelope
+
+    check_payload_type(payload_type)
+    trust = load_policy(policy)
+    require_file(envelope)
+    require_file(file)
+    with open(envelope, "rb") as f:
+        env = f.read(MAX_ENVELOPE + 1)
+    if len(env) > MAX_ENVELOPE:  # never read a prefix as the whole ([ENC-18])
+        render.emit_json(EnvelopeResult("malformed").to_json())
+        return
+    render.emit_json(verify_envelope(env, file.read_bytes(), payload_type, trust).to_json())
+
+
+@aef_app.command("sign")
+def sign_op(
+    file: Path = typer.Argument(..., metavar="FILE", help="The file to sign."),
+    key: Path = typer.Argument(..., metavar="KEY", help="An unencrypted PKCS#8 PEM private key, P-256 or Ed25519."),
+    payload_type: str = PAYLOAD_TYPE_OPT,
+) -> None:
+    """Sign a file ([SIG-1]..[SIG-3]): the DSSE envelope over its bytes, one signature under the key's keyid."""
+    from aefgate.formats.aef.signatures import load_private_key, sign
+
+    check_payload_type(payload_type)
+    signing_key = load_private_key(key)
+    require_file(file)
+    render.emit_json(sign(file.read_bytes(), payload_type, signing_key))

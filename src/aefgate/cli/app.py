@@ -18,6 +18,7 @@ import os
 import sys
 import tempfile
 import traceback
+from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
@@ -63,30 +64,79 @@ def _root(
 # -- verify / seal --------------------------------------------------------------------------------------------------
 
 
+POLICY_OPT = typer.Option(None, "--policy", help="A trust policy file ([SIG-4]): report who signed the run's "
+                                                 "attestation, and honour redactions it authorizes.")
+KEY_HELP = "An unencrypted PKCS#8 PEM private key (ECDSA P-256 or Ed25519), e.g. from `aefgate keygen`."
+
+
+def _signature_note(run: Path, v, policy) -> str:
+    """Who the attestation is signed by under ``policy``, or why nobody, for people (§4.5, [SIG-7])."""
+    from aefgate.formats.aef.signatures import attestation_result
+
+    if v.outcome != "intact":
+        return "(not checked: only an intact run is signed by anyone)"
+    if v.signed_by:
+        return ", ".join(v.signed_by)
+    r = attestation_result(run, policy)
+    if r is None:
+        return "nobody: the run has no attestation.dsse.json"
+    if r.envelope_result is not None:
+        return f"nobody: attestation.dsse.json is {r.envelope_result}"
+    results = ", ".join(s.result for s in r.signatures)
+    return f"nobody the policy trusts: attestation.dsse.json has {len(r.signatures)} signature(s): {results}"
+
+
 @app.command()
 def verify(
     run: Path = typer.Argument(..., help="The run folder (the folder holding run.json)."),
     anchors: Optional[Path] = typer.Option(None, "--anchors", help="A file holding a JSON list of trusted run hashes."),
+    policy: Optional[Path] = POLICY_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Verify a run (spec §3.9, §4.1, §4.5): intact, unsealed or invalid. Exit 1 when invalid.
+    """Verify a run (spec §3.9, §4.1, §4.5): intact, unsealed or invalid; with --policy, signed by whom. Exit 1 when
+    invalid.
 
-    Example: aefgate verify runs/2026/10/0192.../ --json
+    Example: aefgate verify runs/2026/10/0192.../ --policy trust.json --json
     """
-    from aefgate.formats.aef.verifier import verify_run
+    from aefgate.cli.aef import load_policy, verify_with_policy
 
+    trust = load_policy(policy)
     require_dir(run)
     anchor_list = read_anchors(anchors) if anchors is not None else None
-    v = verify_run(run, anchors=anchor_list)
+    v = verify_with_policy(run, trust, anchor_list)
     if as_json:
         out = v.to_json()
         out["withheld"] = v.withheld
         out["runHash"] = v.run_hash
+        if trust is not None and v.outcome == "intact":
+            from aefgate.formats.aef.signatures import attestation_result
+
+            r = attestation_result(run, trust)
+            out["attestation"] = None if r is None else r.to_json()
         render.emit_json(out)
     else:
-        render.show_verification(v, str(run), anchors_given=anchors is not None)
+        note = _signature_note(run, v, trust) if trust is not None else None
+        render.show_verification(v, str(run), anchors_given=anchors is not None, signature=note)
     if v.outcome == "invalid":
         raise typer.Exit(EXIT_INTEGRITY)
+
+
+def _refuse_existing_attestation(run: Path) -> None:
+    from aefgate.formats.aef.signatures import ATTESTATION
+
+    if (run / ATTESTATION).exists() or (run / ATTESTATION).is_symlink():
+        raise Refusal("OUT-1", "the run already has an attestation; aefgate does not replace one", ATTESTATION)
+
+
+def _write_attestation(run: Path, signing_key) -> str:
+    """Sign the run's seal.json ([SIG-1]) and write attestation.dsse.json atomically; returns the key id."""
+    from aefgate.formats.aef import jsonio
+    from aefgate.formats.aef.signatures import ATTESTATION, PAYLOAD_TYPES, sign
+    from aefgate.fsutil import atomic_write
+
+    envelope = sign((run / "seal.json").read_bytes(), PAYLOAD_TYPES["seal"], signing_key)
+    atomic_write(run / ATTESTATION, jsonio.dumps(envelope))
+    return signing_key.keyid
 
 
 @app.command()
@@ -97,22 +147,119 @@ def seal(
         help="producer (the run's own producer) or ingest (a run received from elsewhere).",
     ),
     at: Optional[str] = typer.Option(None, "--at", help="The sealing time, RFC 3339 UTC (default: now)."),
+    key: Optional[Path] = typer.Option(None, "--key", help=KEY_HELP + " Also writes attestation.dsse.json."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Seal a closed run: write seal.json ([SEAL-1]..[SEAL-6]) and print its run hash.
+    """Seal a closed run: write seal.json ([SEAL-1]..[SEAL-6]) and print its run hash; with --key, also sign it
+    (attestation.dsse.json, [SIG-1]).
 
-    Example: aefgate seal out/run --sealed-by ingest
+    Example: aefgate seal out/run --sealed-by ingest --key keys/private.pem
     """
     from aefgate.formats.aef.sealer import seal_run
+    from aefgate.formats.aef.signatures import load_private_key
 
+    signing_key = load_private_key(key) if key is not None else None  # a bad key changes nothing
     require_dir(run)
+    if signing_key is not None:
+        _refuse_existing_attestation(run)
     run_hash = seal_run(run, sealed_by=sealed_by.value, sealed_at=at)
+    keyid = _write_attestation(run, signing_key) if signing_key is not None else None
     if as_json:
-        render.emit_json({"run": str(run), "runHash": run_hash, "sealedBy": sealed_by.value})
+        out = {"run": str(run), "runHash": run_hash, "sealedBy": sealed_by.value}
+        if keyid is not None:
+            out["attestation"] = {"keyid": keyid, "algorithm": signing_key.algorithm}
+        render.emit_json(out)
     else:
         c = render.console()
         c.print(f"sealed    {render.escape(str(run))} (sealed by {sealed_by.value})")
         c.print(f"run hash  {run_hash}")
+        if keyid is not None:
+            c.print(f"signed    attestation.dsse.json ({signing_key.algorithm}, keyid {keyid})", soft_wrap=True)
+
+
+@app.command("sign-attestation")
+def sign_attestation(
+    run: Path = typer.Argument(..., help="A sealed run that verifies intact."),
+    key: Path = typer.Option(..., "--key", help=KEY_HELP),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Sign an already sealed run: write attestation.dsse.json over its seal.json ([SIG-1]). The run must verify
+    intact and have no attestation yet.
+
+    Example: aefgate sign-attestation out/run --key keys/private.pem
+    """
+    from aefgate.formats.aef.verifier import verify_run
+    from aefgate.formats.aef.signatures import load_private_key
+
+    signing_key = load_private_key(key)
+    require_dir(run)
+    _refuse_existing_attestation(run)
+    v = verify_run(run)
+    if v.outcome != "intact":
+        where = v.problems[0][0] if v.problems else "seal.json"
+        raise Refusal("SIG-1", f"the run is {v.outcome}, not intact: aefgate signs only a seal that verifies "
+                               "(`aefgate verify` says why)", where)
+    keyid = _write_attestation(run, signing_key)
+    if as_json:
+        render.emit_json({"run": str(run), "runHash": v.run_hash, "keyid": keyid, "algorithm": signing_key.algorithm})
+    else:
+        c = render.console()
+        c.print(f"signed    {render.escape(str(run))}/attestation.dsse.json ({signing_key.algorithm}, keyid {keyid})",
+                soft_wrap=True)
+        c.print(f"run hash  {v.run_hash}")
+
+
+class KeyAlgorithm(str, Enum):
+    """The signing algorithms of [SIG-2]."""
+
+    ecdsa_p256 = "ecdsa-p256"
+    ed25519 = "ed25519"
+
+
+@app.command()
+def keygen(
+    out_dir: Path = typer.Argument(..., metavar="OUT_DIR", help="A new folder (absent or empty) for the key pair."),
+    identity: str = typer.Option(..., "--identity", help="Who the key speaks for, e.g. git:alice@example.com."),
+    algorithm: KeyAlgorithm = typer.Option(KeyAlgorithm.ecdsa_p256, "--algorithm", help="ecdsa-p256 or ed25519."),
+    may: List[str] = typer.Option([], "--may", help="What the identity may do beyond signing, e.g. redact "
+                                                    "(repeatable; written to policy.json)."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Make a signing key pair: OUT_DIR/private.pem (mode 0600, keep it secret), public.pem, and policy.json (a
+    trust policy that trusts the key for --identity). Prints the key id, never the private key.
+
+    Example: aefgate keygen keys/alice --identity git:alice@example.com --algorithm ed25519
+    """
+    from aefgate.formats.aef import jsonio
+    from aefgate.formats.aef.signatures import TrustPolicy
+    from aefgate.formats.aef.signatures import keygen as make_key
+    from aefgate.fsutil import atomic_dir, check_destination
+
+    check_destination(out_dir)  # refuse early; atomic_dir checks again before the rename
+    private_pem, public_pem, entry = make_key(algorithm.value, identity, may)
+    policy_doc = {"schemaVersion": "1.0", "keys": [entry]}
+    keyid = TrustPolicy.from_json(policy_doc).keys[0].keyid
+    with atomic_dir(out_dir) as tmp:
+        tmp.chmod(0o700)  # the folder holds a private key
+        fd = os.open(tmp / "private.pem", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never readable by others
+        os.fchmod(fd, 0o600)  # whatever the umask
+        with os.fdopen(fd, "wb") as f:
+            f.write(private_pem)
+        (tmp / "public.pem").write_bytes(public_pem)
+        (tmp / "policy.json").write_bytes(jsonio.dumps(policy_doc) + b"\n")
+    if as_json:
+        render.emit_json({"out": str(out_dir), "identity": identity, "algorithm": algorithm.value, "keyid": keyid,
+                          "privateKey": str(out_dir / "private.pem"), "publicKey": str(out_dir / "public.pem"),
+                          "policy": str(out_dir / "policy.json")})
+    else:
+        c = render.console()
+        c.print(f"keyid     {keyid}", soft_wrap=True)  # never broken across lines
+        c.print(f"identity  {render.escape(identity)} ({algorithm.value})")
+        c.print(f"wrote     {render.escape(str(out_dir / 'private.pem'))} (mode 0600: keep it secret)")
+        c.print(f"wrote     {render.escape(str(out_dir / 'public.pem'))}, "
+                f"{render.escape(str(out_dir / 'policy.json'))} (a trust policy that trusts this key)")
+        c.print(f"sign      aefgate seal RUN --key {render.escape(str(out_dir / 'private.pem'))}")
+        c.print(f"verify    aefgate verify RUN --policy {render.escape(str(out_dir / 'policy.json'))}")
 
 
 # -- formats / convert ----------------------------------------------------------------------------------------------
@@ -366,9 +513,10 @@ def _show_demo(run_dir: Path, run: dict, rows: list[dict], entries: list[dict], 
 # -- entry point ----------------------------------------------------------------------------------------------------
 
 
-from aefgate.cli import overlay_cmds  # noqa: E402
+from aefgate.cli import inspect_cmds, overlay_cmds  # noqa: E402
 
-overlay_cmds.register(app, aef_app)
+for _commands in (overlay_cmds, inspect_cmds):
+    _commands.register(app, aef_app)
 
 
 def _json_requested(args: list[str]) -> bool:

@@ -53,13 +53,16 @@ def debug() -> bool:
 _STYLE = {"intact": "bold green", "unsealed": "bold yellow", "invalid": "bold red"}
 
 
-def show_verification(v: Any, run_dir: str, *, anchors_given: bool = False) -> None:
-    """The human report of a verification: outcome, run hash, every problem in order, withheld count."""
+def show_verification(v: Any, run_dir: str, *, anchors_given: bool = False, signature: str | None = None) -> None:
+    """The human report of a verification: outcome, run hash, every problem in order, withheld count, and with a
+    trust policy, ``signature``: who the attestation is signed by, or why nobody (§4.5)."""
     c = console()
     style = _STYLE.get(v.outcome, "bold")
     c.print(f"run       {escape(str(run_dir))}")
     c.print(f"outcome   [{style}]{escape(v.describe())}[/]")  # [SIG-7]: intact is never "authentic"
     c.print(f"run hash  {escape(v.run_hash) if v.run_hash else '(none)'}")
+    if signature is not None:
+        c.print(f"signed by {escape(signature)}", soft_wrap=True)
     if anchors_given:
         anchored = {True: "yes: the run hash is one of the anchors", False: "no: the run hash is not anchored",
                     None: "not checked"}[v.anchored]

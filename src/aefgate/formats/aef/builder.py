@@ -282,6 +282,12 @@ class RunBuilder:
       ([RES-10]); a time that does not exist ([ENC-8]); a line not valid against the writer ``result`` schema
       (``VER-2``); a line over 4 MiB or 64 levels deep, more than 1,000,000 lines ([ENC-17]). Lines go to disk as
       the case is added: memory holds one case's tree, plus 16 bytes per resultId (uniqueness across the run).
+    - ``add_trial(case_id, node, trial)`` and ``add_rollup(case_id, node, *, aggregation=None, k=None)``: a case
+      run in trials written as it streams in: each trial's tree when it comes (its lines carry ``trial``), the
+      rollup trees later (each rollup gets ``trials`` counted from the trial lines written at its path), so trial
+      lines and rollups are written in the order the caller reads them. [RES-8] is checked as for ``add_case``:
+      a rollup at a path without trial lines, a rollup tree that is not the trials' tree, a second rollup, a trial
+      after its rollup; :meth:`finish` refuses a closed run in which a case's path with trial lines has no rollup.
     - ``add_blob(data, *, kind=None) -> "sha256:<hex>"`` and ``add_blob_file(path, *, kind=None)``: store a blob
       content-addressed at ``blobs/sha256/<ab>/<hex>`` ([EVD-3]); an identical blob is stored once. ``kind`` is
       what the blob holds (an evidence kind, or ``"reasoning"``): a content kind is refused under
@@ -297,8 +303,9 @@ class RunBuilder:
     - ``add_ext_file(relpath, data)``: a producer file under ``ext/`` ([RUN-2], [RUN-3]).
     - ``declare_metric(id, kind, direction, scale, *, unit=None, description=None)`` or ``declare_metric(dict)``.
     - ``finish(status=None, *, ended_at=None, abort_reason=None, summary=None, seal=False, sealed_by=None,
-      sealed_at=None) -> BuiltRun``: closes the run (``completed``, or ``aborted`` with ``abort_reason``; default
-      ``status`` is the header's, else ``completed``; ``ended_at`` the header's, else now), checks the rules across
+      sealed_at=None, signing_key=None) -> BuiltRun``: closes the run (``completed``, or ``aborted`` with
+      ``abort_reason``; default ``status`` is the header's, else ``completed``; ``ended_at`` the header's, else
+      now), checks the rules across
       files (every cited evidence id and blob present, ``reasoning.bytes`` its blob's size, trace links resolved when
       traces were written, every metric declared, [RUN-5] times), computes ``summary.json`` from the written lines
       exactly as ``summarize`` does for ``summary`` (a §9.2.1 request ``{"lanes": [{"lane", "metrics": [{"metric",
@@ -307,7 +314,11 @@ class RunBuilder:
       as given; no request writes a summary with no lanes), writes ``run.json``, ``metrics.json``, ``summary.json``,
       validates each against the writer schemas, and renames the folder into place. With ``seal`` (``True`` or
       ``"producer"``/``"ingest"``, or ``sealed_by=``) the run is sealed ([SEAL-5]) before the rename, so a seal
-      that is refused leaves nothing behind either. ``abort(reason, **kw)`` is ``finish(status="aborted", ...)``.
+      that is refused leaves nothing behind either. With ``signing_key`` (a
+      :class:`~aefgate.formats.aef.signatures.SigningKey`) the seal is also signed: ``attestation.dsse.json``
+      ([SIG-1]). ``abort(reason, **kw)`` is ``finish(status="aborted", ...)``. ``finish_running()`` writes the run
+      as still ``running`` instead (no ``endedAt``, no ``summary.json``, never sealed; trial lines may lack their
+      rollup): an import of a log that was still being written.
       A refusal inside :meth:`finish` removes everything.
     """
 
@@ -391,6 +402,8 @@ class RunBuilder:
         self._trace_ids: set[str] = set()
         self._ext_files: list[str] = []
         self._incoming = 0
+        # trials written with add_trial: (caseId, path) -> [n, passed, first state, parent path, rolled up, agree]
+        self._trial_paths: dict[tuple[str, str], list[Any]] = {}
 
     # -- header and metrics -----------------------------------------------------------------------------------------
 
@@ -888,7 +901,104 @@ class RunBuilder:
         else:
             trial_trees = list(trials)
             lines = self._trials(case_id, roots, trial_trees, aggregation, k, seen, blobs)
+        return self._commit(case_id, lines, blobs)
 
+    def add_trial(self, case_id: str, node: Mapping[str, Any], trial: int) -> dict[tuple[str, int | None], str]:
+        """Write one trial's tree of a case now (every line carries ``trial``); its rollups come later, with
+        :meth:`add_rollup`. So a converter streams trials as they come (and writes rollups after every trial line,
+        in the order it reads them). A closed run needs a rollup at every case and path with trial lines ([RES-8],
+        checked by :meth:`finish`); a trial added after its rollup, or whose lines' parents are not at the paths
+        of the case's earlier trials, is refused ([RES-8]). Returns ``{(path, trial): resultId}``."""
+        self._check_open()
+        if not isinstance(case_id, str) or not case_id:
+            raise Refusal("VER-2", "a caseId is a non-empty string", "results.ndjson")
+        if isinstance(trial, bool) or not isinstance(trial, int) or trial < 0:
+            raise Refusal("RES-8", f"a trial is a 0-based integer, not {trial!r}", _where(case_id, None, None))
+        seen: set[tuple[str, int | None]] = set()
+        blobs: list[tuple[bytes, str]] = []
+        top = self._tree(case_id, node, trial, seen, blobs)
+        lines = list(self._walk(top))
+        updates: dict[tuple[str, str], list[Any]] = {}
+        for n in lines:
+            key = (case_id, n.path)
+            rec = self._trial_paths.get(key)
+            parent = n.parent.path if n.parent is not None else None
+            where = _where(case_id, n.path, trial)
+            if rec is not None:
+                if rec[4]:
+                    raise Refusal("RES-8", "a trial line after its rollup was written", where)
+                if rec[3] != parent:
+                    raise Refusal(
+                        "RES-8", f"the trial line's parent is at {parent!r}, earlier trials' at {rec[3]!r}", where
+                    )
+            state = n.src.get("state")
+            old = updates.get(key) or (list(rec) if rec is not None else [0, 0, state, parent, False, True])
+            old[0] += 1
+            old[1] += 1 if state == "passed" else 0
+            old[5] = old[5] and state == old[2]
+            updates[key] = old
+        ids = self._commit(case_id, lines, blobs)
+        self._trial_paths.update(updates)
+        return ids
+
+    def add_rollup(
+        self, case_id: str, node: Mapping[str, Any], *, aggregation: str | None = None, k: int | None = None
+    ) -> dict[tuple[str, int | None], str]:
+        """Write the rollup tree of a case whose trials were written with :meth:`add_trial` ([RES-8]): ``node`` and
+        its children are the rollups, one per path the trials have, each getting ``trials`` (``n``, ``passed``,
+        ``agree`` over the trial lines at its path, ``aggregation`` (default: the run's
+        ``suite.executionPolicy.aggregation``) and ``k``). Refused ([RES-8]): a rollup at a path with no trial
+        line, a rollup tree that is not the trials' tree, a second rollup at one case and path. A case's rollup trees
+        may come in several calls (one per root path); :meth:`finish` refuses a closed run in which a case's path with
+        trial lines has none."""
+        self._check_open()
+        if not isinstance(case_id, str) or not case_id:
+            raise Refusal("VER-2", "a caseId is a non-empty string", "results.ndjson")
+        seen: set[tuple[str, int | None]] = set()
+        blobs: list[tuple[bytes, str]] = []
+        top = self._tree(case_id, node, None, seen, blobs)
+        agg = aggregation if aggregation is not None else self._trial_aggregation
+        if agg is None:
+            raise Refusal(
+                "RES-8", "the trials' aggregation is given (or the run's suite.executionPolicy.aggregation)",
+                _where(case_id, top.path, None),
+            )
+        if k is None and agg == "PassAtK":
+            k = self._trial_k
+        lines = list(self._walk(top))
+        for n in lines:
+            where = _where(case_id, n.path, None)
+            rec = self._trial_paths.get((case_id, n.path))
+            if rec is None:
+                raise Refusal("RES-8", "a rollup at a path where the case has no trial line", where)
+            if rec[4]:
+                raise Refusal("RES-8", "a second rollup for one case and path", where)
+            parent = n.parent.path if n.parent is not None else None
+            if rec[3] != parent:
+                raise Refusal(
+                    "RES-8", f"the rollup's parent is at {parent!r}, its trial lines' parents at {rec[3]!r}", where
+                )
+            self._set_trials(n, rec[0], rec[1], agg, rec[5], k)
+        ids = self._commit(case_id, lines, blobs)
+        for n in lines:
+            self._trial_paths[(case_id, n.path)][4] = True
+        return ids
+
+    @staticmethod
+    def _set_trials(r: _Node, n: int, passed: int, aggregation: str, agree: bool, k: int | None) -> None:
+        """Put a rollup's ``trials`` right after its ``path`` (the usual member order)."""
+        info: dict[str, Any] = {"n": n, "passed": passed, "aggregation": aggregation, "agree": agree}
+        if k is not None:
+            info["k"] = k
+        items = list(r.line.items())
+        idx = next(i for i, (key, _) in enumerate(items) if key == "path") + 1
+        items.insert(idx, ("trials", info))
+        r.line = dict(items)
+
+    def _commit(
+        self, case_id: str, lines: list[_Node], blobs: list[tuple[bytes, str]]
+    ) -> dict[tuple[str, int | None], str]:
+        """Check the ids and the lines of a case's tree(s) and write them (nothing is written when one is refused)."""
         # ids: unique within the case (seen) and across the run (16-byte digests)
         new_ids: list[bytes] = []
         for n in lines:
@@ -1191,20 +1301,7 @@ class RunBuilder:
                 )
         for path, r in rollups.items():
             states = per_path[path]
-            info: dict[str, Any] = {
-                "n": len(states),
-                "passed": sum(1 for s in states if s == "passed"),
-                "aggregation": agg,
-                "agree": len(set(states)) == 1,
-            }
-            if k is not None:
-                info["k"] = k
-            # place `trials` after trial's slot: rebuild the line in the usual member order
-            line = r.line
-            items = list(line.items())
-            idx = next(i for i, (key, _) in enumerate(items) if key == "path") + 1
-            items.insert(idx, ("trials", info))
-            r.line = dict(items)
+            self._set_trials(r, len(states), sum(1 for s in states if s == "passed"), agg, len(set(states)) == 1, k)
         return [*self._walk(rollup), *trial_nodes]
 
     # -- closing -------------------------------------------------------------------------------------------------------
@@ -1223,23 +1320,43 @@ class RunBuilder:
         seal: bool | str = False,
         sealed_by: str | None = None,
         sealed_at: str | None = None,
+        signing_key: Any = None,
     ) -> BuiltRun:
         """Close, check, summarise, (seal,) and rename the run into place. See the class docstring."""
         self._check_open()
         try:
-            return self._finish(status, ended_at, abort_reason, summary, seal, sealed_by, sealed_at)
+            return self._finish(status, ended_at, abort_reason, summary, seal, sealed_by, sealed_at, signing_key)
         except BaseException as e:
             if self._state == "open":
                 self._teardown(type(e), e, e.__traceback__)
             raise
 
-    def _finish(self, status, ended_at, abort_reason, summary, seal, sealed_by, sealed_at) -> BuiltRun:
+    def finish_running(self) -> BuiltRun:
+        """Write the run as still ``running`` (an import of a log that was still being written, [RUN-5]): no
+        ``endedAt``, no ``summary.json`` (a closed run's, [RUN-2]), never sealed ([SEAL-1]); a case's trial lines
+        may still lack their rollup ([RES-8]). Every other check of :meth:`finish` applies, and the folder is
+        renamed into place the same way."""
+        self._check_open()
+        try:
+            if self.as_given:
+                raise Refusal("RUN-5", "a run written as given is closed as given", "run.json")
+            return self._finish("running", None, None, None, False, None, None, None, running=True)
+        except BaseException as e:
+            if self._state == "open":
+                self._teardown(type(e), e, e.__traceback__)
+            raise
+
+    def _finish(
+        self, status, ended_at, abort_reason, summary, seal, sealed_by, sealed_at, signing_key, *, running=False
+    ) -> BuiltRun:
         tmp = self._check_open()
         # the run document
         if self.as_given:
             if status is not None or ended_at is not None or abort_reason is not None:
                 raise Refusal("RUN-5", "a run written as given is closed as given", "run.json")
             run_doc = self._header
+        elif running:
+            run_doc = self._run_doc("running", None, None)
         else:
             h = self._header
             if status is None:
@@ -1290,20 +1407,33 @@ class RunBuilder:
         if not isinstance(request, dict):
             raise Refusal("CONF-3", "the summary request is {\"lanes\": [...]}", "summary")
         summary_doc = self._summary(run_doc["runId"], metrics_doc, request, tmp / "results.ndjson")
+        if not running:
+            # [RES-8]: in a closed run, every case and path with trial lines (add_trial) has its rollup
+            for (case_id, path), rec in self._trial_paths.items():
+                if not rec[4]:
+                    raise Refusal("RES-8", "trial lines without a rollup in a closed run", _where(case_id, path, None))
 
         with open(tmp / "metrics.json", "xb") as f:
             f.write(_encode(metrics_doc, "metrics.json", line=False))
-        with open(tmp / "summary.json", "xb") as f:
-            f.write(_encode(summary_doc, "summary.json", line=False))
+        if not running:
+            with open(tmp / "summary.json", "xb") as f:
+                f.write(_encode(summary_doc, "summary.json", line=False))
         with open(tmp / "run.json", "xb") as f:
             f.write(_encode(run_doc, "run.json", line=False))
 
         run_hash = None
-        if seal or sealed_by is not None:
+        if seal or sealed_by is not None or signing_key is not None:
             by = sealed_by if sealed_by is not None else (seal if isinstance(seal, str) else "producer")
             from aefgate.formats.aef.sealer import seal_run
 
             run_hash = seal_run(tmp, sealed_by=by, sealed_at=sealed_at)
+            if signing_key is not None:
+                # [SIG-1]: attestation.dsse.json, a DSSE envelope over the bytes of seal.json
+                from aefgate.formats.aef.signatures import ATTESTATION, payload_type_for, sign
+
+                envelope = sign((tmp / "seal.json").read_bytes(), payload_type_for("seal.json"), signing_key)
+                with open(tmp / ATTESTATION, "xb") as f:
+                    f.write(jsonio.dumps(envelope))
         cm, self._cm = self._cm, None
         cm.__exit__(None, None, None)  # rename into place
         self._state = "finished"

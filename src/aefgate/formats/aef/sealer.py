@@ -228,8 +228,9 @@ class SealCheck:
         return {"manifest": self.manifest, "runHash": self.run_hash, "problems": [list(p) for p in self.problems]}
 
 
-def check_seal(run_dir: str | Path) -> SealCheck:
-    """The §9.3 ``seal`` operation: the manifest of the files present, its run hash, and the [SEAL-6] problems."""
+def check_seal(run_dir: str | Path, *, withheld_ok: set[str] | frozenset[str] = frozenset()) -> SealCheck:
+    """The §9.3 ``seal`` operation: the manifest of the files present, its run hash, and the [SEAL-6] problems.
+    ``withheld_ok``: blob paths an authorized redaction withholds ([OVL-10]: ``withheld``, not ``missing``)."""
     from aefgate.formats.aef.verifier import problem_sort_key
 
     root = Path(run_dir)
@@ -247,7 +248,7 @@ def check_seal(run_dir: str | Path) -> SealCheck:
                 run_doc = rd
         except (jsonio.JsonProblem, OSError):
             pass
-        problems, _ = seal_problems(read_seal(root), digests, set(digests), run_doc)
+        problems, _ = seal_problems(read_seal(root), digests, set(digests), run_doc, withheld_ok=withheld_ok)
         problems = sorted(set(problems), key=problem_sort_key)
     return SealCheck(man.text, man.run_hash, problems)
 

@@ -1146,20 +1146,41 @@ def _key(rid: str) -> bytes | None:
 
 
 def verify_run(
-    run_dir: str | Path, *, anchors: Iterable[str] | None = None, withheld_ok: Iterable[str] = ()
+    run_dir: str | Path,
+    *,
+    anchors: Iterable[str] | None = None,
+    policy: Any = None,
+    withheld_ok: Iterable[str] = (),
 ) -> Verification:
-    """Verify a run folder (§3.9, §4.1, §4.5). ``anchors``: trusted run hashes (hex); ``withheld_ok``: blob paths
-    an authorized redaction withholds ([OVL-10], computed by the overlay verifier)."""
+    """Verify a run folder (§3.9, §4.1, §4.5).
+
+    ``anchors``: trusted run hashes (hex): sets ``anchored``. ``policy``: a trust policy ([SIG-4]; a
+    ``signatures.TrustPolicy`` or the path of one): blobs withheld by authorized redactions ([OVL-10]) are
+    ``withheld``, not ``missing``, and ``signed_by`` lists the identities ``attestation.dsse.json`` verifies for,
+    for an intact run ([SIG-7]; None when no policy is given: not checked). ``withheld_ok``: blob paths withheld
+    by authorized redactions, when the caller computed them already."""
     root = Path(run_dir)
     if root.is_symlink() or not root.is_dir():
         raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(run_dir))
+    withheld = set(withheld_ok)
+    if policy is not None:
+        from aefgate.formats.aef.overlays import authorized_redactions
+        from aefgate.formats.aef.signatures import TrustPolicy
+
+        if not isinstance(policy, TrustPolicy):
+            policy = TrustPolicy.load(policy)
+        withheld |= set(authorized_redactions(root, policy))
     enabled = gc.isenabled()
     gc.disable()  # no cycles are made; the collector would only rescan the bookkeeping (about 20 % of the time)
     try:
-        v = _RunVerifier(root, frozenset(withheld_ok)).verify()
+        v = _RunVerifier(root, frozenset(withheld)).verify()
     finally:
         if enabled:
             gc.enable()
+    if policy is not None:
+        from aefgate.formats.aef.signatures import attestation_signed_by
+
+        v.signed_by = attestation_signed_by(root, policy) if v.outcome == "intact" else []
     if anchors is not None:
         hashes = set(anchors)
         v.anchored = v.outcome == "intact" and v.run_hash in hashes

@@ -1,0 +1,207 @@
+"""Inspect AI commands: ``aefgate import inspect``, ``aefgate export inspect``, ``aefgate fidelity inspect``.
+
+The three groups ``import``, ``export`` and ``fidelity`` are typer sub-apps shared by every format: another module
+adds its command to them (``from aefgate.cli.inspect_cmds import import_app`` then ``@import_app.command("x")``),
+and :func:`register` adds the groups to the ``aefgate`` app once.
+
+The mapping is ``../shared/spec/aef/interop/inspect.md``, implemented by :mod:`aefgate.converters.inspect_aef`;
+refusals follow the CLI's convention (``error [RULE] at WHERE: message`` on stderr; exit 2 for an input, 1 for a
+run that does not verify).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from aefgate.cli import render
+
+JSON_OPT = typer.Option(False, "--json", help="Write one JSON value on stdout (people's output stays on stderr).")
+POLICY_HELP = ("A trust policy file ([SIG-4]): blobs its authorized redactions withhold are left out ([OVL-10], "
+               "R7I-9) instead of refusing the run.")
+
+import_app = typer.Typer(name="import", help="Import another tool's output as an AEF run (sealed as ingest).",
+                         no_args_is_help=True, add_completion=False)
+export_app = typer.Typer(name="export", help="Export an AEF run in another tool's format.", no_args_is_help=True,
+                         add_completion=False)
+fidelity_app = typer.Typer(name="fidelity", help="Round-trip a run through another format and report, field by "
+                                                 "field, what survives and what is lost.", no_args_is_help=True,
+                           add_completion=False)
+
+
+def register(app, aef_app) -> None:
+    """Add the ``import``, ``export`` and ``fidelity`` groups to the ``aefgate`` app (once)."""
+    present = {getattr(g, "name", None) for g in getattr(app, "registered_groups", [])}
+    for sub in (import_app, export_app, fidelity_app):
+        name = sub.info.name
+        if name not in present:
+            app.add_typer(sub, name=name)
+
+
+def _withheld(run: Path, policy: Optional[Path]) -> frozenset[str]:
+    if policy is None:
+        return frozenset()
+    from aefgate.cli.aef import authorized_withheld, load_policy
+
+    return authorized_withheld(run, load_policy(policy))
+
+
+# -- aefgate import inspect ---------------------------------------------------------------------------------------
+
+
+@import_app.command("inspect")
+def import_inspect(
+    log: Path = typer.Argument(..., metavar="LOG", help="The Inspect eval log: a .eval or a .json file."),
+    out: Path = typer.Argument(..., metavar="OUT", help="The run folder to write (absent or empty)."),
+    target_mode: str = typer.Option("live", "--target-mode", help="execution.targetMode: live, replayed, scripted "
+                                    "or mocked. Inspect does not record it: the converter's claim, listed in "
+                                    "imported.asserted."),
+    content_capture: str = typer.Option("on", "--content-capture", help="on: keep the case content, explanations "
+                                        "and answers (blobs, evidence); off: none of it (RUN-11)."),
+    at: Optional[str] = typer.Option(None, "--at", help="The seal's sealedAt, RFC 3339 UTC (default: now)."),
+    key: Optional[Path] = typer.Option(None, "--key", help="An unencrypted PKCS#8 PEM private key: also sign the "
+                                       "seal (attestation.dsse.json)."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Import an Inspect AI eval log as an AEF run, sealed as ingest (interop/inspect.md, Inspect -> AEF).
+
+    Example: aefgate import inspect logs/2026-10-06_refunds.eval runs/refunds --target-mode live
+    """
+    from aefgate.converters.inspect_aef import _load_key, import_log
+    from aefgate.formats.aef import jsonio
+    from aefgate.formats.aef.verifier import verify_run
+    from aefgate.formats.inspect import open_log
+    from aefgate.cli.inputs import require_file
+
+    require_file(log)
+    signing_key = _load_key(key)  # before anything is written
+    opened = open_log(log)
+    total = opened.sample_count
+    progress, task, cb = _progress(total, quiet=as_json)
+    try:
+        run_dir = import_log(opened.header, opened.samples(), out, target_mode=target_mode,
+                             content_capture=content_capture, at=at, key=signing_key, total=total, progress=cb)
+    finally:
+        if progress is not None:
+            progress.stop()
+    v = verify_run(run_dir)
+    run = jsonio.read_json(run_dir / "run.json")
+    lines = sum(1 for _ in jsonio.iter_ndjson(run_dir / "results.ndjson"))
+    if as_json:
+        render.emit_json({"input": str(log), "output": str(run_dir), "runId": run["runId"], "status": run["status"],
+                          "samples": total, "results": lines, "outcome": v.outcome, "runHash": v.run_hash,
+                          "signed": (run_dir / "attestation.dsse.json").exists()})
+        return
+    c = render.console()
+    c.print(f"imported  {render.escape(str(log))} -> {render.escape(str(run_dir))}")
+    c.print(f"run id    {render.escape(run['runId'])} ({run['status']}, {lines} result lines from {total} samples)")
+    c.print(f"imported  from {render.escape(run['imported']['from'])}; asserted: "
+            f"{render.escape(', '.join(run['imported']['asserted']))}")
+    c.print(f"outcome   {render.escape(v.describe())}")
+    c.print(f"run hash  {v.run_hash or '(none: a running run is not sealed)'}")
+    if (run_dir / "attestation.dsse.json").exists():
+        c.print("signed    attestation.dsse.json")
+
+
+def _progress(total: Optional[int], *, quiet: bool) -> tuple[Any, Any, Any]:
+    """A rich progress bar on stderr (samples read / total), shown for long logs on a terminal only."""
+    c = render.console()
+    if quiet or not c.is_terminal or (total is not None and total < 200):
+        return None, None, None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("samples"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=c,
+                        transient=True)
+    task = progress.add_task("samples", total=total)
+    progress.start()
+
+    def cb(done: int, _total: Optional[int]) -> None:
+        if done % 50 == 0 or (total is not None and done == total):
+            progress.update(task, completed=done)
+
+    return progress, task, cb
+
+
+# -- aefgate export inspect ---------------------------------------------------------------------------------------
+
+
+@export_app.command("inspect")
+def export_inspect(
+    run: Path = typer.Argument(..., metavar="RUN", help="The run folder."),
+    out: Path = typer.Argument(..., metavar="OUT", help="The Inspect log to write: OUT.eval or OUT.json."),
+    ignore_overlays: bool = typer.Option(False, "--ignore-overlays", help="Convert a run with overlay events "
+                                         "without them (IN-4): its sealed lines only."),
+    policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Export an AEF run as an Inspect AI eval log (interop/inspect.md, AEF -> Inspect). Only a run that verifies
+    is exported (IN-11, exit 1).
+
+    Example: aefgate export inspect runs/refunds out/refunds.eval
+    """
+    from aefgate.cli.inputs import require_dir
+    from aefgate.converters.inspect_aef import to_inspect
+    from aefgate.formats.inspect import open_log
+
+    require_dir(run)
+    path = to_inspect(run, out, ignore_overlays=ignore_overlays, withheld_ok=_withheld(run, policy))
+    written = open_log(path)
+    if as_json:
+        render.emit_json({"run": str(run), "output": str(path), "format": written.format,
+                          "status": written.header.get("status"), "samples": written.sample_count})
+        return
+    c = render.console()
+    c.print(f"exported  {render.escape(str(run))} -> {render.escape(str(path))} ({written.format})")
+    c.print(f"log       status {written.header.get('status')}, {written.sample_count} samples")
+
+
+# -- aefgate fidelity inspect -------------------------------------------------------------------------------------
+
+
+@fidelity_app.command("inspect")
+def fidelity_inspect(
+    run: Path = typer.Argument(..., metavar="RUN", help="The run folder."),
+    ignore_overlays: bool = typer.Option(False, "--ignore-overlays", help="Round-trip a run with overlay events "
+                                         "without them (IN-4)."),
+    policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Round-trip a run AEF -> Inspect -> AEF and report, field by field, what survived and what was lost, each
+    loss checked against the page's "What does not carry over". A loss the page does not list (or an exported log
+    that does not import back) is a failure: exit 1.
+
+    Example: aefgate fidelity inspect runs/refunds --json
+    """
+    from aefgate.cli.inputs import require_dir
+    from aefgate.converters.inspect_aef import fidelity
+    from aefgate.errors import EXIT_INTEGRITY
+
+    require_dir(run)
+    report = fidelity(run, ignore_overlays=ignore_overlays, withheld_ok=_withheld(run, policy))
+    if as_json:
+        render.emit_json(report.to_json())
+    else:
+        c = render.console()
+        c.print(f"run       {render.escape(str(run))}: AEF -> Inspect -> AEF")
+        c.print(f"kept      {len(report.kept)} fields; lost {len(report.lost)}")
+        for f in report.kept:
+            c.print(f"  [green]kept[/]  {render.escape(f)}")
+        for f, item in report.lost:
+            kept, lost = report.counts[f]
+            where = f" ({lost} of {kept + lost})" if kept else ""
+            if item is None:
+                c.print(f"  [bold red]LOST, NOT LISTED[/]  {render.escape(f)}{where}")
+            else:
+                label = item.split(":", 1)[0]
+                c.print(f"  [yellow]lost[/]  {render.escape(f)}{where}  [dim](listed: {render.escape(label)})[/]")
+        if report.refusal is not None:
+            r = report.refusal
+            c.print(f"[bold red]the exported log does not import back[/]: "
+                    f"{render.escape(render.error_line(r.rule, r.where, r.message))}")
+        verdict = "[bold green]only listed losses[/]" if report.ok else "[bold red]FAILED[/]: " + (
+            f"{len(report.unlisted)} loss(es) the page does not list" if report.unlisted else "the round trip broke")
+        c.print(f"result    {verdict}")
+    if not report.ok:
+        raise typer.Exit(EXIT_INTEGRITY)

@@ -1,0 +1,2140 @@
+"""Inspect AI <-> AEF: the converter of ``../shared/spec/aef/interop/inspect.md`` (the normative mapping).
+
+Two directions, each a pure mapping over the format layers:
+
+- :func:`from_inspect` (Inspect -> AEF, "Inspect -> AEF" and rules IN-6 to IN-10, R7I-n, R8-4): reads an eval log
+  with :func:`aefgate.formats.inspect.open_log` (``.eval`` or ``.json``) and writes one AEF run with
+  :class:`~aefgate.formats.aef.builder.RunBuilder`, streaming the samples, sealed as ``ingest`` (a ``started`` log
+  gives a running run, which is not sealed). The run is verified before it is renamed into place (IN-11); every
+  refusal names its rule and leaves nothing behind. :func:`import_log` is the same over a header and an iterable of
+  samples.
+- :func:`to_inspect` (AEF -> Inspect, "AEF -> Inspect" and rules IN-1 to IN-5, IN-11 to IN-13): verifies the run
+  (:func:`~aefgate.formats.aef.verifier.verify_run`; a run that does not verify is refused, IN-11, exit 1), maps
+  it (:func:`export_run`, pure: a header and a list of samples) and writes it with
+  :func:`aefgate.formats.inspect.write_log` (``.json`` or ``.eval`` by the output's suffix).
+
+``CONVERTERS`` registers both directions (entry point ``aefgate.converters``: ``inspect``), their losses taken
+from the page's "What does not carry over". :data:`LOSSES_TO_INSPECT` is that list for AEF -> Inspect, with the
+fields each item covers, which ``aefgate fidelity inspect`` checks a round trip against (:func:`fidelity`).
+
+The choices the page leaves open, and what aefgate found inconsistent in it, are in ``docs/mappings/inspect.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.formats.aef import jsonio
+from aefgate.formats.aef.times import parse_time
+
+__all__ = [
+    "CONVERTERS",
+    "LOSSES_FROM_INSPECT",
+    "LOSSES_TO_INSPECT",
+    "FidelityReport",
+    "decode_name",
+    "encode_name",
+    "export_run",
+    "fidelity",
+    "from_inspect",
+    "import_log",
+    "jcs",
+    "number_to_string",
+    "to_inspect",
+]
+
+#: the version of inspect_ai the page was written against
+PAGE_VERSION = "0.3.277"
+LETTERS: dict[str, tuple[float | int, str]] = {
+    "C": (1, "passed"), "I": (0, "failed"), "P": (0.5, "warn"), "N": (0, "failed"),
+}
+MODEL_BLAME = frozenset({"refusal", "no_response", "invalid_response_format"})  # the line is failed
+INSTRUMENT_BLAME = frozenset({"grader_failed", "scoring_failed"})  # NaN: the line is error
+NO_VALUE = "Inspect recorded no value (NaN) and no reason"
+NO_MESSAGE = "Inspect recorded an error without a message"
+MAX_REASON = 4096  # result `reason` (schema) and R7I-12's cut
+MAX_ABORT = 2048  # run.json `abortReason` (schema)
+MAX_DEPTH = jsonio.MAX_DEPTH  # [ENC-17]
+SAFE_INT = 2**53 - 1
+TYPED_ABSENCES = frozenset({"not_measured", "not_applicable", "skipped", "error", "pending"})
+CONTENT_FIELDS = ("input", "target", "output", "messages")
+CONTENT_KIND = {"input": "input", "target": "expected", "output": "output", "messages": "transcript"}
+TOKENS = (  # Inspect ModelUsage member -> AEF usage member (RES-10)
+    ("input_tokens", "gen_ai.usage.input_tokens"),
+    ("output_tokens", "gen_ai.usage.output_tokens"),
+    ("input_tokens_cache_read", "gen_ai.usage.cache_read.input_tokens"),
+    ("input_tokens_cache_write", "gen_ai.usage.cache_write.input_tokens"),
+    ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
+)
+AEF_ROLES = ("agent", "judge", "attacker")
+_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
+_VERSION = re.compile(r"[!-~]{1,128}\Z")
+_METHOD = re.compile(r"[a-z][a-z0-9@._-]{0,63}\Z")
+_TEXT_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_RFC3339 = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"(Z|z|[+-][0-9]{2}:[0-9]{2})?\Z"
+)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_REDUCERS_IMPORT = {
+    "majority": "MajorityVote", "mode": "MajorityVote", "mean": "Mean", "median": "Median", "max": "Max",
+}
+_REDUCERS_EXPORT = {"MajorityVote": "majority", "Mean": "mean", "Median": "median", "Max": "max"}
+MEAN_METRICS = ("accuracy", "mean")
+RECOMPUTED = {"accuracy": None, "mean": None, "median": "median", "min": "min", "max": "max"}
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# values: numbers as ECMAScript writes them, JCS (RFC 8785), names (ENC-13), times
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def number_to_string(x: int | float) -> str:
+    """A number as ECMAScript's ``Number::toString`` writes its binary64 value: the shortest decimal that reads back
+    as the same value; ``1000`` for ``1000`` and ``1000.0``; plain digits up to 21 digits (``1e16`` is
+    ``10000000000000000``), then exponent form (``1e+21``); ``0.000001`` but ``1e-7`` (R8-4, JCS)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(f"not a number: {x!r}")
+    f = float(x)
+    if not math.isfinite(f):
+        raise ValueError("no finite value")
+    if f == 0:
+        return "0"
+    sign = "-" if f < 0 else ""
+    r = repr(abs(f))  # shortest round-trip digits
+    mant, _, exp = r.partition("e")
+    e = int(exp) if exp else 0
+    intpart, _, frac = mant.partition(".")
+    digits = (intpart + frac).lstrip("0")
+    # the position of the decimal point relative to the first significant digit
+    lead = len(intpart + frac) - len((intpart + frac).lstrip("0"))
+    n = len(intpart) - lead + e  # value = 0.d1d2... x 10^n
+    digits = digits.rstrip("0") or "0"
+    k = len(digits)
+    if k <= n <= 21:
+        out = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        out = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        out = "0." + "0" * (-n) + digits
+    else:
+        d = n - 1
+        out = digits[0] + ("." + digits[1:] if k > 1 else "") + "e" + ("+" if d >= 0 else "-") + str(abs(d))
+    return sign + out
+
+
+class _JcsError(ValueError):
+    pass
+
+
+_JCS_ESC = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _jcs_str(s: str) -> str:
+    if _SURROGATE.search(s):
+        raise _JcsError("an unpaired surrogate")
+    out = []
+    for ch in s:
+        if ch in _JCS_ESC:
+            out.append(_JCS_ESC[ch])
+        elif ch < " ":
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def jcs(value: Any) -> bytes:
+    """``value`` serialized by the JSON Canonicalization Scheme (RFC 8785): no whitespace, numbers as ECMAScript
+    writes them, members sorted by the UTF-16 code units of their names, UTF-8. Raises ValueError for what JCS
+    cannot write: NaN, an infinity, an unpaired surrogate, a value that is not JSON."""
+    parts: list[str] = []
+
+    def walk(v: Any, depth: int) -> None:
+        if depth > 10_000:
+            raise _JcsError("too deep")
+        if v is None:
+            parts.append("null")
+        elif v is True:
+            parts.append("true")
+        elif v is False:
+            parts.append("false")
+        elif isinstance(v, str):
+            parts.append(_jcs_str(v))
+        elif isinstance(v, (int, float)):
+            if isinstance(v, float) and not math.isfinite(v):
+                raise _JcsError("NaN" if v != v else "an infinity")
+            if isinstance(v, int) and abs(v) <= SAFE_INT:
+                parts.append(str(v))
+            else:
+                try:
+                    parts.append(number_to_string(float(v)))
+                except OverflowError:
+                    raise _JcsError("a number beyond binary64") from None
+        elif isinstance(v, (list, tuple)):
+            parts.append("[")
+            for i, x in enumerate(v):
+                if i:
+                    parts.append(",")
+                walk(x, depth + 1)
+            parts.append("]")
+        elif isinstance(v, dict):
+            parts.append("{")
+            keys = list(v)
+            for key in keys:
+                if not isinstance(key, str):
+                    raise _JcsError("a member name that is not a string")
+            for i, key in enumerate(sorted(keys, key=lambda s: s.encode("utf-16-be", "surrogatepass"))):
+                if i:
+                    parts.append(",")
+                parts.append(_jcs_str(key))
+                parts.append(":")
+                walk(v[key], depth + 1)
+            parts.append("}")
+        else:
+            raise _JcsError(f"a {type(v).__name__}, which is not JSON")
+
+    walk(value, 0)
+    return "".join(parts).encode("utf-8")
+
+
+def encode_name(name: str) -> str:
+    """A ref's name as [ENC-13] encodes it (the inverse of :func:`decode_name`): each byte of its UTF-8 that is not
+    printable ASCII, and ``%``, as ``%XX``; the empty name as ``-``, and the name ``-`` as ``%2D``."""
+    if name == "":
+        return "-"
+    if name == "-":
+        return "%2D"
+    out = []
+    for b in name.encode("utf-8", "surrogatepass"):
+        if 0x21 <= b <= 0x7E and b != 0x25:
+            out.append(chr(b))
+        else:
+            out.append(f"%{b:02X}")
+    return "".join(out)
+
+
+_PCT = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def decode_name(name: str) -> str:
+    """A ref's name decoded as [ENC-13] encodes it (R7I-8): each ``%XX`` the byte XX, read as UTF-8; ``-`` the empty
+    name; a name that does not decode (a stray ``%``, bytes that are not UTF-8) is kept as written."""
+    if name == "-":
+        return ""
+    if "%" not in name:
+        return name
+    raw = bytearray()
+    i = 0
+    while i < len(name):
+        ch = name[i]
+        if ch == "%":
+            m = _PCT.match(name, i)
+            if m is None:
+                return name
+            raw.append(int(m.group(1), 16))
+            i += 3
+        else:
+            raw.extend(ch.encode("utf-8"))
+            i += 1
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return name
+
+
+def _utc(text: Any, rule: str, where: str) -> str:
+    """An Inspect time (RFC 3339 with an offset) as an [ENC-8] UTC time: the same instant, its fraction digits kept
+    exactly (trailing zeros dropped). A time without an offset, or one that does not exist, is refused (IN-6)."""
+    import datetime as dt
+
+    if not isinstance(text, str):
+        raise Refusal(rule, f"a time is a string, not {_kind(text)}", where)
+    m = _RFC3339.match(text)
+    if m is None:
+        raise Refusal(rule, f"{text!r} is not an RFC 3339 time", where)
+    y, mo, d, h, mi, s, frac, off = m.groups()
+    if off is None:
+        raise Refusal(rule, f"{text!r} has no offset: the instant it names is unknown", where)
+    frac = (frac or "").rstrip("0")
+    if len(frac) > 9:
+        raise Refusal(rule, f"{text!r} has more than nine fraction digits (ENC-8)", where)
+    try:
+        t = dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(s))
+    except ValueError:
+        raise Refusal(rule, f"{text!r} is not a time that exists", where) from None
+    if off not in ("Z", "z"):
+        sign = 1 if off[0] == "+" else -1
+        oh, om = int(off[1:3]), int(off[4:6])
+        if oh > 23 or om > 59:
+            raise Refusal(rule, f"{text!r} has no valid offset", where)
+        t = t - sign * dt.timedelta(hours=oh, minutes=om)
+    if not 1 <= t.year <= 9999:
+        raise Refusal(rule, f"{text!r} is outside the years 0001-9999", where)
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + ("." + frac if frac else "") + "Z"
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, dict):
+        return "an object"
+    return type(v).__name__
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_nan(v: Any) -> bool:
+    return isinstance(v, float) and v != v
+
+
+def _int_value(v: Any, rule: str, where: str, *, minimum: int = 0) -> int:
+    """An integer field read by its value: ``7`` and ``7.0`` are 7 (settled 10-10); a fraction, a boolean, a value
+    outside ``minimum``..2^53-1, or another type is refused."""
+    if _is_num(v) and (isinstance(v, int) or (math.isfinite(v) and v == int(v))):
+        i = int(v)
+        if minimum <= i <= SAFE_INT:
+            return i
+        shown = str(i) if len(str(i)) <= 24 else f"{str(i)[:12]}... ({len(str(abs(i)))} digits)"
+        raise Refusal(rule, f"{shown} is outside {minimum}..2^53-1", where)
+    raise Refusal(rule, f"an integer is expected, not {_kind(v)} ({v!r})", where)
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n]
+
+
+def _close(a: float, b: float) -> bool:
+    """§3.6's tolerance: 1e-9 x max(1, |recomputed|), ``b`` recomputed."""
+    return abs(a - b) <= 1e-9 * max(1.0, abs(b))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# reading checks of an Inspect document (IN-6): NaN where no unscored value can be, unpaired surrogates, depth
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _check_value(value: Any, where: str, base_depth: int, *, nan_ok: bool = False, text_ok: bool = True) -> None:
+    """Refuse (IN-6) an unpaired surrogate (in a string or a member name), a NaN (unless ``nan_ok``: the value
+    itself), an infinity, or nesting beyond [ENC-17]'s 64 levels (counted from the log document's top)."""
+    stack: list[tuple[Any, int, str]] = [(value, base_depth, where)]
+    while stack:
+        v, d, w = stack.pop()
+        t = type(v)
+        if t is dict:
+            if d > MAX_DEPTH:
+                raise Refusal("IN-6", f"nesting deeper than {MAX_DEPTH} levels (ENC-17)", w)
+            for k, x in v.items():
+                if isinstance(k, str) and text_ok and _SURROGATE.search(k):
+                    raise Refusal("IN-6", "a member name with an unpaired surrogate (not I-JSON)", w)
+                stack.append((x, d + 1, f"{w}/{k}"))
+        elif t is list:
+            if d > MAX_DEPTH:
+                raise Refusal("IN-6", f"nesting deeper than {MAX_DEPTH} levels (ENC-17)", w)
+            stack.extend((x, d + 1, f"{w}/{i}") for i, x in enumerate(v))
+        elif t is str:
+            if text_ok and _SURROGATE.search(v):
+                raise Refusal("IN-6", "a string with an unpaired surrogate (not I-JSON)", w)
+        elif t is float:
+            if v != v:
+                if not (nan_ok and w == where):
+                    raise Refusal("IN-6", "NaN where no unscored value can be", w)
+            elif v in (math.inf, -math.inf):
+                raise Refusal("IN-6", "Infinity: no AEF number holds it (ENC-3)", w)
+        elif t is int and abs(v) > _MAX_FLOAT_INT:
+            raise Refusal("IN-6", "an integer beyond binary64: no AEF number holds it (ENC-3)", w)
+
+
+_MAX_FLOAT_INT = int(float.fromhex("0x1.fffffffffffffp+1023"))
+
+
+def _depth_only(value: Any, where: str, base_depth: int) -> None:
+    stack: list[tuple[Any, int]] = [(value, base_depth)]
+    while stack:
+        v, d = stack.pop()
+        if type(v) is dict:
+            if d > MAX_DEPTH:
+                raise Refusal("IN-6", f"nesting deeper than {MAX_DEPTH} levels (ENC-17)", where)
+            stack.extend((x, d + 1) for x in v.values())
+        elif type(v) is list:
+            if d > MAX_DEPTH:
+                raise Refusal("IN-6", f"nesting deeper than {MAX_DEPTH} levels (ENC-17)", where)
+            stack.extend((x, d + 1) for x in v)
+        elif type(v) is float and v in (math.inf, -math.inf):
+            raise Refusal("IN-6", "Infinity: no AEF number holds it (ENC-3)", where)
+
+
+def _check_score_doc(score: Any, where: str, depth: int) -> None:
+    """A Score (in a sample, or a reduction's sample): NaN is allowed as its value and as a member of a map value."""
+    if not isinstance(score, dict):
+        return  # its type is refused by the score rules (IN-7)
+    for k, v in score.items():
+        w = f"{where}/{k}"
+        if isinstance(k, str) and _SURROGATE.search(k):
+            raise Refusal("IN-6", "a member name with an unpaired surrogate (not I-JSON)", where)
+        if k == "value":
+            if isinstance(v, dict):
+                for mk, mv in v.items():
+                    if isinstance(mk, str) and _SURROGATE.search(mk):
+                        raise Refusal("IN-6", "a member name with an unpaired surrogate (not I-JSON)", w)
+                    _check_value(mv, f"{w}/{mk}", depth + 2, nan_ok=True)
+            else:
+                _check_value(v, w, depth + 1, nan_ok=True)
+        else:
+            _check_value(v, w, depth + 1)
+
+
+def _check_header_doc(header: Mapping[str, Any]) -> None:
+    for k, v in header.items():
+        w = f"/{k}"
+        if k == "samples":
+            continue
+        if k == "results" and isinstance(v, dict):
+            for rk, rv in v.items():
+                rw = f"{w}/{rk}"
+                if rk == "scores" and isinstance(rv, list):
+                    for i, es in enumerate(rv):
+                        ew = f"{rw}/{i}"
+                        if not isinstance(es, dict):
+                            continue
+                        for ek, ev in es.items():
+                            if ek == "metrics" and isinstance(ev, dict):
+                                for mk, mv in ev.items():
+                                    if not isinstance(mv, dict):
+                                        _check_value(mv, f"{ew}/metrics/{mk}", 6)
+                                        continue
+                                    for xk, xv in mv.items():
+                                        _check_value(xv, f"{ew}/metrics/{mk}/{xk}", 7, nan_ok=(xk == "value"))
+                            else:
+                                _check_value(ev, f"{ew}/{ek}", 5)
+                else:
+                    _check_value(rv, rw, 3)
+        elif k == "reductions" and isinstance(v, list):
+            for i, red in enumerate(v):
+                rw = f"{w}/{i}"
+                if not isinstance(red, dict):
+                    continue
+                for rk, rv in red.items():
+                    if rk == "samples" and isinstance(rv, list):
+                        for j, s in enumerate(rv):
+                            _check_score_doc(s, f"{rw}/samples/{j}", 5)
+                    else:
+                        _check_value(rv, f"{rw}/{rk}", 4)
+        else:
+            _check_value(v, w, 2)
+
+
+def _check_sample_doc(sample: Mapping[str, Any], where: str, content_on: bool) -> None:
+    for k, v in sample.items():
+        w = f"{where}/{k}"
+        if isinstance(k, str) and _SURROGATE.search(k):
+            raise Refusal("IN-6", "a member name with an unpaired surrogate (not I-JSON)", where)
+        if k == "scores" and isinstance(v, dict):
+            for sk, sv in v.items():
+                if isinstance(sk, str) and _SURROGATE.search(sk):
+                    raise Refusal("IN-6", "a member name with an unpaired surrogate (not I-JSON)", w)
+                _check_score_doc(sv, f"{w}/{sk}", 5)
+        elif k in CONTENT_FIELDS:
+            # content: what JCS cannot write is refused as IN-8 when it is kept, and not read at all when it is not
+            _depth_only(v, w, 4)
+        elif k == "limit" and isinstance(v, dict):
+            for lk, lv in v.items():
+                _check_value(lv, f"{w}/{lk}", 5, nan_ok=(lk == "limit"))  # a NaN limit is IN-8 (R8-4)
+        elif k == "events":
+            _check_events(v, w)
+        else:
+            _check_value(v, w, 4)
+
+
+def _check_events(events: Any, where: str) -> None:
+    """Inspect's event transcript is not carried (none of it reaches the run): its depth and infinities are checked,
+    and its strings for unpaired surrogates; a NaN in it is Inspect's unscored value in a score event, allowed."""
+    stack: list[tuple[Any, int]] = [(events, 4)]
+    while stack:
+        v, d = stack.pop()
+        t = type(v)
+        if t is dict:
+            if d > MAX_DEPTH:
+                raise Refusal("IN-6", f"nesting deeper than {MAX_DEPTH} levels (ENC-17)", where)
+            for k, x in v.items():
+                if isinstance(k, str) and _SURROGATE.search(k):
+                    raise Refusal("IN-6", "a member name with an unpaired surrogate (not I-JSON)", where)
+                stack.append((x, d + 1))
+        elif t is list:
+            if d > MAX_DEPTH:
+                raise Refusal("IN-6", f"nesting deeper than {MAX_DEPTH} levels (ENC-17)", where)
+            stack.extend((x, d + 1) for x in v)
+        elif t is str:
+            if _SURROGATE.search(v):
+                raise Refusal("IN-6", "a string with an unpaired surrogate (not I-JSON)", where)
+        elif t is float and v in (math.inf, -math.inf):
+            raise Refusal("IN-6", "Infinity: no AEF number holds it (ENC-3)", where)
+        elif t is int and abs(v) > _MAX_FLOAT_INT:
+            raise Refusal("IN-6", "an integer beyond binary64: no AEF number holds it (ENC-3)", where)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Inspect -> AEF
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _aef_role(name: str, model_roles: Mapping[str, Any]) -> str:
+    """IN-8: ``agent``, ``judge`` and ``attacker`` as they are, a role of ``eval.model_roles`` as ``judge``, any other
+    as ``other``."""
+    if name in AEF_ROLES:
+        return name
+    if name in model_roles:
+        return "judge"
+    return "other"
+
+
+def _usage_members(u: Any, rule: str, where: str) -> dict[str, Any]:
+    """A ModelUsage as AEF usage members (tokens by their gen_ai names, ``total_cost`` as ``costUsd``); a count that
+    is not a non-negative integer, or a cost that is not a non-negative number, is refused (settled 10-10)."""
+    if not isinstance(u, dict):
+        raise Refusal(rule, f"a usage is an object, not {_kind(u)}", where)
+    out: dict[str, Any] = {}
+    for src, dst in TOKENS:
+        v = u.get(src)
+        if v is not None:
+            out[dst] = _int_value(v, rule, f"{where}/{src}")
+    if u.get("total_tokens") is not None:
+        _int_value(u["total_tokens"], rule, f"{where}/total_tokens")  # checked, not carried (AEF has no total)
+    cost = u.get("total_cost")
+    if cost is not None:
+        if not _is_num(cost) or not math.isfinite(cost) or cost < 0:
+            raise Refusal(rule, f"a cost is a non-negative number, not {cost!r}", f"{where}/total_cost")
+        out["costUsd"] = cost
+    return out
+
+
+def _add_usage(into: dict[str, Any], members: Mapping[str, Any]) -> None:
+    for k, v in members.items():
+        into[k] = into[k] + v if k in into else v
+
+
+def _merge_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Entries of one role and model added together (R7I-12, SUM-9), in order of first appearance."""
+    out: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for e in entries:
+        key = (e["role"], e.get("model"))
+        if key in out:
+            _add_usage(out[key], {k: v for k, v in e.items() if k not in ("role", "model")})
+        else:
+            out[key] = dict(e)
+    return list(out.values())
+
+
+def _reducer_to_aef(name: Any, epochs: int) -> tuple[str, int | None] | None:
+    """An Inspect epochs reducer's AEF aggregation (and k), or None when it has none (R7I-14)."""
+    if not isinstance(name, str):
+        return None
+    if name in _REDUCERS_IMPORT:
+        return _REDUCERS_IMPORT[name], None
+    m = re.fullmatch(r"pass_at_([0-9]+)", name)
+    if m:
+        k = int(m.group(1))
+        return ("PassAtK", k) if 1 <= k <= SAFE_INT else None
+    m = re.fullmatch(r"at_least_([0-9]+)", name)
+    if m:
+        k = int(m.group(1))
+        if k == 1:
+            return "AnyPass", None
+        if k == epochs:
+            return "AllPass", None
+    return None
+
+
+@dataclass
+class _ScoreRead:
+    """A Score read as a line (IN-7): the node members it gives."""
+
+    state: str
+    scores: list[dict[str, Any]]
+    reason: str | None
+    explanation: str | None
+    ext: dict[str, Any]
+
+
+def _read_score(score: Any, key: str, where: str, content_on: bool) -> _ScoreRead:
+    if not isinstance(score, dict):
+        raise Refusal("IN-7", f"a Score is an object, not {_kind(score)}", where)
+    history = score.get("history")
+    if history is not None and not isinstance(history, list):
+        raise Refusal("IN-7", "Score.history is a list", f"{where}/history")
+    if history:
+        raise Refusal("IN-10", "a Score.history edit: the table makes it an overlay event, and the converter "
+                               "writes no overlays", f"{where}/history")
+    for member in ("explanation", "answer", "reason"):
+        v = score.get(member)
+        if v is not None and not isinstance(v, str):
+            raise Refusal("IN-7", f"Score.{member} is a string, not {_kind(v)}", f"{where}/{member}")
+    meta = score.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise Refusal("IN-7", f"Score.metadata is an object, not {_kind(meta)}", f"{where}/metadata")
+    if "value" not in score:
+        raise Refusal("IN-7", "a Score has a value", where)
+    value = score["value"]
+    reason = score.get("reason")
+    scores: list[dict[str, Any]] = []
+    ext: dict[str, Any] = {}
+    vw = f"{where}/value"
+    if isinstance(value, bool):
+        raise Refusal("IN-7", "a boolean value: AEF scores are numbers or the letters C, I, P, N", vw)
+    if _is_num(value):
+        if _is_nan(value):
+            state = "error" if reason in INSTRUMENT_BLAME else "not_measured"
+        else:
+            scores.append({"metric": key, "value": value})
+            state = "scored"
+    elif isinstance(value, str):
+        if value not in LETTERS:
+            raise Refusal("IN-7", f"the string {value!r} is not one of the letters C, I, P, N", vw)
+        v, state = LETTERS[value]
+        scores.append({"metric": key, "value": v, "label": value})
+    elif isinstance(value, dict):
+        for mk, mv in value.items():
+            mw = f"{vw}/{mk}"
+            if isinstance(mv, bool):
+                raise Refusal("IN-7", "a boolean value: AEF scores are numbers or the letters C, I, P, N", mw)
+            if _is_num(mv):
+                if not _is_nan(mv):  # a NaN member of a map gets no score (R7I-13)
+                    scores.append({"metric": mk, "value": mv})
+            elif isinstance(mv, str):
+                if mv not in LETTERS:
+                    raise Refusal("IN-7", f"the string {mv!r} is not one of the letters C, I, P, N", mw)
+                scores.append({"metric": mk, "value": LETTERS[mv][0], "label": mv})
+            else:
+                raise Refusal("IN-7", f"a member of a map value is a number or a letter, not {_kind(mv)}", mw)
+        state = "scored"
+    elif isinstance(value, list):
+        ext["value"] = value
+        state = "scored"
+    else:
+        raise Refusal("IN-7", f"a Score value is a number, a letter, a list or a map, not {_kind(value)}", vw)
+    if reason in MODEL_BLAME:
+        state = "failed"
+    line_reason = reason if reason else (NO_VALUE if state in TYPED_ABSENCES else None)
+    if line_reason is not None:
+        line_reason = _cut(line_reason, MAX_REASON)
+    if content_on and score.get("answer") is not None:
+        ext["answer"] = score["answer"]
+    if meta is not None:
+        ext["metadata"] = meta
+    explanation = score.get("explanation") if content_on else None
+    return _ScoreRead(state, scores, line_reason, explanation or None, ext)
+
+
+def _node(path: str, evaluator: str, sr: _ScoreRead) -> dict[str, Any]:
+    n: dict[str, Any] = {"path": path, "evaluator": {"id": evaluator}, "state": sr.state}
+    if sr.reason is not None:
+        n["reason"] = sr.reason
+    if sr.scores:
+        n["scores"] = sr.scores
+    if sr.explanation:
+        n["reasoning"] = sr.explanation
+    if sr.ext:
+        n["ext"] = {"inspect_ai": sr.ext}
+    return n
+
+
+def _case_id(v: Any, where: str) -> str:
+    """``samples[].id`` as a caseId, from its value alone (settled 10-10): ``1000.0`` is ``"1000"``."""
+    if isinstance(v, str):
+        if not v or len(v) > 256 or _TEXT_BAD.search(v):
+            raise Refusal("IN-8", "a sample id is 1-256 characters without control characters (RES-4)", where)
+        return v
+    if _is_num(v):
+        if isinstance(v, float) and not (math.isfinite(v) and v == int(v)):
+            raise Refusal("IN-8", f"a sample id {v!r} is not an integer", where)
+        i = int(v)
+        if abs(i) > SAFE_INT:
+            raise Refusal("IN-8", f"a sample id {v!r} is beyond 2^53-1: two ids could read as one number", where)
+        return str(i)
+    raise Refusal("IN-8", f"a sample id is a string or an integer, not {_kind(v)}", where)
+
+
+def _limit_reason(limit: Any, where: str) -> str:
+    """R8-4: ``<type> limit <limit>``, the number written from its value as ECMAScript writes it."""
+    if not isinstance(limit, dict) or "type" not in limit or "limit" not in limit:
+        raise Refusal("IN-8", "a limit is {type, limit}", where)
+    t, n = limit["type"], limit["limit"]
+    if not isinstance(t, str) or not t:
+        raise Refusal("IN-8", "a limit's type is a non-empty string", f"{where}/type")
+    if not _is_num(n) or not math.isfinite(n):
+        raise Refusal("IN-8", f"a limit's limit is a finite number, not {n!r}", f"{where}/limit")
+    return _cut(f"{t} limit {number_to_string(n)}", MAX_REASON)
+
+
+@dataclass
+class _Header:
+    """What the import reads from the log's header before the samples."""
+
+    run: dict[str, Any]
+    status: str
+    abort_reason: str | None
+    asserted: list[str]
+    imported_from: str
+    epochs: int
+    aggregation: tuple[str, int | None] | None
+    model: str
+    model_roles: dict[str, Any]
+    scorer_names: list[str]
+    evaluator_of: dict[str, str]
+    request: dict[str, Any] | None
+    compares: list[tuple[str, str, str | None, float]]  # (metric, path, method, Inspect's value)
+    reductions: list[Any]
+
+
+def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture: str) -> _Header:
+    if not isinstance(header, Mapping):
+        raise Refusal("IN-6", "an eval log is an object", "/")
+    _check_header_doc(header)
+    status = header.get("status")
+    if status not in ("started", "success", "cancelled", "error"):
+        raise Refusal("IN-6", f"status {status!r} is not started, success, cancelled or error", "/status")
+    ev = header.get("eval")
+    if not isinstance(ev, dict):
+        raise Refusal("IN-6", "the log has no eval object", "/eval")
+    for key in ("log_updates",):
+        if header.get(key):
+            raise Refusal("IN-10", "log_updates: the table makes them overlay events, and the converter writes no "
+                                   "overlays", f"/{key}")
+
+    # runId (IN-6)
+    eval_id = ev.get("eval_id")
+    run_id_src = ev.get("run_id")
+    if eval_id is not None and not isinstance(eval_id, str):
+        raise Refusal("IN-6", f"eval.eval_id is a string, not {_kind(eval_id)}", "/eval/eval_id")
+    if run_id_src is not None and not isinstance(run_id_src, str):
+        raise Refusal("IN-6", f"eval.run_id is a string, not {_kind(run_id_src)}", "/eval/run_id")
+    run_id = eval_id or run_id_src
+    if not isinstance(run_id, str) or not _ID.match(run_id):
+        raise Refusal("IN-6", f"{run_id!r} is not an AEF id (1-128 letters, digits, . _ : -)", "/eval/eval_id")
+
+    # suite (IN-6)
+    task = ev.get("task")
+    if not isinstance(task, str):
+        raise Refusal("IN-6", f"eval.task is a string, not {_kind(task)}", "/eval/task")
+    tv = ev.get("task_version", 0)
+    if tv is None:
+        tv = 0
+    if isinstance(tv, str):
+        version = tv
+    elif _is_num(tv) and not _is_nan(tv):
+        version = str(_int_value(tv, "IN-6", "/eval/task_version"))
+    else:
+        raise Refusal("IN-6", f"eval.task_version is an integer or a string, not {_kind(tv)}", "/eval/task_version")
+    if not _VERSION.match(version) or version.lower() == "latest":
+        raise Refusal("IN-6", f"task_version {version!r} is not an AEF version (ENC-10)", "/eval/task_version")
+    suite_ref = "suite:" + encode_name(task)
+    model = ev.get("model")
+    if not isinstance(model, str):
+        raise Refusal("IN-6", f"eval.model is a string, not {_kind(model)}", "/eval/model")
+    subject_ref = "model:" + encode_name(model)
+    for ref, w in ((suite_ref, "/eval/task"), (subject_ref, "/eval/model")):
+        if len(ref.split(":", 1)[1]) > 256:
+            raise Refusal("IN-6", "the encoded name is longer than a ref holds (256)", w)
+
+    # roles, judges (IN-6, R7I-16)
+    roles = ev.get("model_roles") or {}
+    if not isinstance(roles, dict):
+        raise Refusal("IN-6", f"eval.model_roles is an object, not {_kind(roles)}", "/eval/model_roles")
+    model_roles: dict[str, Any] = {}
+    judges: list[dict[str, Any]] = []
+    for name, cfg in roles.items():
+        w = f"/eval/model_roles/{name}"
+        if not isinstance(cfg, dict):
+            raise Refusal("IN-6", f"a model role is an object with a model, not {_kind(cfg)}", w)
+        m = cfg.get("model")
+        if not isinstance(m, str) or not m:
+            raise Refusal("IN-6", "a model role names its model (a string)", f"{w}/model")
+        model_roles[name] = m
+        if _aef_role(name, roles) == "judge" and m not in [j["model"] for j in judges]:
+            if len(m) > 256:
+                raise Refusal("IN-6", "a judge model is at most 256 characters", f"{w}/model")
+            judges.append({"model": m})
+
+    # config: epochs and reducer
+    config = ev.get("config") or {}
+    if not isinstance(config, dict):
+        raise Refusal("IN-6", f"eval.config is an object, not {_kind(config)}", "/eval/config")
+    epochs_given = config.get("epochs")
+    epochs = 1 if epochs_given is None else _int_value(epochs_given, "IN-6", "/eval/config/epochs", minimum=1)
+    if epochs > 1000:
+        raise Refusal("IN-6", "more than 1000 epochs: AEF's trialsPerCase is at most 1000", "/eval/config/epochs")
+    reducers = config.get("epochs_reducer")
+    if reducers is not None and not (isinstance(reducers, list) and all(isinstance(r, str) for r in reducers)):
+        raise Refusal("IN-6", "eval.config.epochs_reducer is a list of names", "/eval/config/epochs_reducer")
+    reducers = reducers or []
+    if len(reducers) > 1:
+        raise Refusal("IN-8", "more than one epochs reducer: AEF keeps one aggregation per case",
+                      "/eval/config/epochs_reducer")
+    aggregation = _reducer_to_aef(reducers[0], epochs) if reducers else None
+    policy: dict[str, Any] | None = None
+    if epochs_given is not None:
+        policy = {"trialsPerCase": epochs}
+        if aggregation is not None:
+            policy["aggregation"] = aggregation[0]
+            if aggregation[1] is not None:
+                policy["k"] = aggregation[1]
+
+    # times (IN-6)
+    stats = header.get("stats") or {}
+    if not isinstance(stats, dict):
+        raise Refusal("IN-6", f"stats is an object, not {_kind(stats)}", "/stats")
+    asserted = ["subject.ref", "subject.kind", "execution.targetMode", "contentCapture"]
+    if stats.get("started_at") is not None:
+        started = _utc(stats["started_at"], "IN-6", "/stats/started_at")
+    else:
+        if ev.get("created") is None:
+            raise Refusal("IN-6", "the log has neither stats.started_at nor eval.created", "/eval/created")
+        started = _utc(ev["created"], "IN-6", "/eval/created")
+        asserted.append("startedAt")
+    if ev.get("created") is not None:
+        _utc(ev["created"], "IN-6", "/eval/created")
+    ended = None
+    if status != "started":
+        if stats.get("completed_at") is None:
+            raise Refusal("IN-6", "a closed log without stats.completed_at", "/stats/completed_at")
+        ended = _utc(stats["completed_at"], "IN-6", "/stats/completed_at")
+        if parse_time(ended) < parse_time(started):
+            raise Refusal("IN-6", "the log ends before it starts", "/stats/completed_at")
+    abort_reason = None
+    if status == "error":
+        err = header.get("error")
+        msg = err.get("message") if isinstance(err, dict) else None
+        if not isinstance(msg, str) or not msg:
+            raise Refusal("IN-6", "an error log without an error message", "/error/message")
+        abort_reason = _cut(msg, MAX_ABORT)
+    elif status == "cancelled":
+        abort_reason = "cancelled"
+
+    # imported.from
+    packages = ev.get("packages") or {}
+    if not isinstance(packages, dict):
+        raise Refusal("IN-6", f"eval.packages is an object, not {_kind(packages)}", "/eval/packages")
+    pv = packages.get("inspect_ai")
+    imported_from = f"inspect_ai {pv}" if isinstance(pv, str) and pv else "inspect_ai"
+
+    # scorers (for a sample that stopped before it was scored)
+    scorers = ev.get("scorers") or []
+    if not isinstance(scorers, list):
+        raise Refusal("IN-6", f"eval.scorers is a list, not {_kind(scorers)}", "/eval/scorers")
+    scorer_names: list[str] = []
+    for i, s in enumerate(scorers):
+        name = s.get("name") if isinstance(s, dict) else None
+        if not isinstance(name, str) or not name:
+            raise Refusal("IN-6", "a scorer has a name", f"/eval/scorers/{i}")
+        if name not in scorer_names:
+            scorer_names.append(name)
+
+    # results (IN-9)
+    results = header.get("results")
+    if results is not None and not isinstance(results, dict):
+        raise Refusal("IN-9", f"results is an object, not {_kind(results)}", "/results")
+    entries = (results or {}).get("scores") or []
+    if not isinstance(entries, list):
+        raise Refusal("IN-9", f"results.scores is a list of EvalScore, not {_kind(entries)}", "/results/scores")
+    evaluator_of: dict[str, str] = {}
+    request_entries: list[dict[str, Any]] = []
+    compares: list[tuple[str, str, str | None, float]] = []
+    ext_metrics: dict[str, dict[str, Any]] = {}
+    seen_entries: set[tuple[str, str]] = set()
+    for i, es in enumerate(entries):
+        w = f"/results/scores/{i}"
+        if not isinstance(es, dict):
+            raise Refusal("IN-9", f"an EvalScore is an object, not {_kind(es)}", w)
+        name, scorer = es.get("name"), es.get("scorer")
+        if not isinstance(name, str) or not name:
+            raise Refusal("IN-9", "an EvalScore has a name", f"{w}/name")
+        if scorer is not None and (not isinstance(scorer, str) or not scorer):
+            raise Refusal("IN-9", "an EvalScore's scorer is a name", f"{w}/scorer")
+        evaluator_of.setdefault(name, scorer or name)
+        metrics = es.get("metrics") or {}
+        if not isinstance(metrics, dict):
+            raise Refusal("IN-9", f"EvalScore.metrics is an object, not {_kind(metrics)}", f"{w}/metrics")
+        values: dict[str, Any] = {}
+        for mk, mv in metrics.items():
+            if not isinstance(mv, dict):
+                raise Refusal("IN-9", f"an EvalMetric is an object, not {_kind(mv)}", f"{w}/metrics/{mk}")
+            mname = mv.get("name", mk)
+            if not isinstance(mname, str):
+                raise Refusal("IN-9", "an EvalMetric has a name", f"{w}/metrics/{mk}/name")
+            val = mv.get("value")
+            if val is not None and (isinstance(val, bool) or not _is_num(val)):
+                raise Refusal("IN-9", f"a metric's value is a number, not {_kind(val)}", f"{w}/metrics/{mk}/value")
+            values[mname] = (val, mv.get("params"))
+        # the entry's path: its name (the key of the samples' scores); a member of a map-valued scorer (an entry
+        # named for a member, whose scorer is a key) is summarized at its scorer's path (docs/mappings/inspect.md)
+        path = name
+        if scorer_names and name not in scorer_names and scorer in scorer_names:
+            path = scorer
+        if (name, path) in seen_entries:
+            raise Refusal("IN-9", "two results.scores entries for one metric and path", w)
+        seen_entries.add((name, path))
+        means = [m for m in values if m in MEAN_METRICS]
+        if len(means) > 1:
+            raise Refusal("IN-9", "an entry with both accuracy and mean: which one is the entry's mean?",
+                          f"{w}/metrics")
+        others = [m for m in values if m not in MEAN_METRICS and m != "stderr"]
+        entry: dict[str, Any] = {"metric": name, "path": path}
+        if means:
+            v = values[means[0]][0]
+            compares.append((name, path, None, v))
+            for o in others:
+                ov = values[o][0]
+                ext_metrics.setdefault(name, {})[o] = None if ov is None or _is_nan(ov) else ov
+                if o in RECOMPUTED and RECOMPUTED[o] is not None:
+                    compares.append((name, path, RECOMPUTED[o], ov))
+        elif others:
+            if len(others) > 1:
+                raise Refusal("IN-9", f"an entry with no mean and {len(others)} other metrics ({', '.join(others)}): "
+                                      "only one can be its aggregate", f"{w}/metrics")
+            method = others[0]
+            if not _METHOD.match(method):
+                raise Refusal("IN-9", f"the metric {method!r} cannot be an aggregate method (SUM-8)", f"{w}/metrics")
+            agg: dict[str, Any] = {"method": method}
+            params = values[method][1]
+            if isinstance(params, dict) and "k" in params:
+                agg["k"] = _int_value(params["k"], "IN-9", f"{w}/metrics/{method}/params/k", minimum=1)
+            entry["aggregate"] = agg
+            v = values[method][0]
+            if method in ("median", "min", "max"):
+                compares.append((name, path, method, v))
+            else:
+                entry["value"] = None if v is None or _is_nan(v) else v
+        if "stderr" in values:
+            se = values["stderr"][0]
+            if se is not None and not _is_nan(se):
+                if se < 0:
+                    raise Refusal("IN-9", "a negative stderr", f"{w}/metrics/stderr")
+                entry["stderr"] = se
+        request_entries.append(entry)
+
+    request: dict[str, Any] | None = None
+    if status != "started":
+        request = {"lanes": [{"lane": "main", "metrics": request_entries}] if request_entries else []}
+        if ext_metrics:
+            request["ext"] = {"inspect_ai": {"metrics": ext_metrics}}
+        usage, total_cost = _run_usage(stats, model, roles)
+        if usage:
+            request["usage"] = usage
+        if total_cost is not None:
+            request["cost"] = {"totalUsd": total_cost}
+
+    # ext (IN-6): run_id, eval_set_id, dataset, headline, a reducer without an AEF value (R7I-14)
+    ext: dict[str, Any] = {}
+    if run_id_src is not None:
+        ext["run_id"] = run_id_src
+    if ev.get("eval_set_id") is not None:
+        ext["eval_set_id"] = ev["eval_set_id"]
+    if ev.get("dataset") is not None:
+        ext["dataset"] = ev["dataset"]
+    if isinstance(results, dict) and results.get("headline") is not None:
+        ext["headline"] = results["headline"]
+    if reducers and aggregation is None:
+        ext["epochs_reducer"] = reducers
+
+    run: dict[str, Any] = {
+        "schemaVersion": "1.0",
+        "runId": run_id,
+        "subject": {"ref": subject_ref, "kind": "model"},
+        "execution": {"targetMode": target_mode},
+        "suite": {"ref": suite_ref, "version": version},
+    }
+    if policy is not None:
+        run["suite"]["executionPolicy"] = policy
+    if judges:
+        run["judges"] = judges
+    run["startedAt"] = started
+    if ended is not None:
+        run["endedAt"] = ended
+    run["contentCapture"] = content_capture
+    if ext:
+        run["ext"] = {"inspect_ai": ext}
+
+    reductions = header.get("reductions") or []
+    if not isinstance(reductions, list):
+        raise Refusal("IN-8", f"reductions is a list, not {_kind(reductions)}", "/reductions")
+    aef_status = {"started": "running", "success": "completed"}.get(status, "aborted")
+    return _Header(run, aef_status, abort_reason, asserted, imported_from, epochs, aggregation, model, model_roles,
+                   scorer_names, evaluator_of, request, compares, reductions)
+
+
+def _run_usage(stats: Mapping[str, Any], model: str, roles: Mapping[str, Any]) -> tuple[list[dict], float | None]:
+    """IN-9 (R7I-15): one entry per ``stats.model_usage`` model (its role from ``eval.model_roles``, ``agent`` for
+    ``eval.model``, ``other`` otherwise); only without it, one entry per ``stats.role_usage`` role, without a model.
+    Returns the entries and ``cost.totalUsd`` (the sum of ``total_cost``; None when no entry has a cost)."""
+    mu = stats.get("model_usage") or {}
+    ru = stats.get("role_usage") or {}
+    for name, v in (("model_usage", mu), ("role_usage", ru)):
+        if not isinstance(v, dict):
+            raise Refusal("IN-9", f"stats.{name} is an object, not {_kind(v)}", f"/stats/{name}")
+    entries: list[dict[str, Any]] = []
+    costs: list[float] = []
+    if mu:
+        for m, u in mu.items():
+            members = _usage_members(u, "IN-9", f"/stats/model_usage/{m}")
+            role = next((_aef_role(r, roles) for r, cfg in roles.items()
+                         if isinstance(cfg, dict) and cfg.get("model") == m), None)
+            if role is None:
+                role = "agent" if m == model else "other"
+            entries.append({"role": role, "model": m, **members})
+            if "costUsd" in members:
+                costs.append(members["costUsd"])
+    else:
+        for r, u in ru.items():
+            members = _usage_members(u, "IN-9", f"/stats/role_usage/{r}")
+            entries.append({"role": _aef_role(r, roles), **members})
+            if "costUsd" in members:
+                costs.append(members["costUsd"])
+    return _merge_entries(entries), (math.fsum(costs) if costs else None)
+
+
+def _sample_usage(sample: Mapping[str, Any], where: str, h: _Header, roles: Mapping[str, Any]) -> list[dict]:
+    """IN-8: one entry per ``role_usage`` role, with the role's model when the sample's ``model_usage`` has it; and
+    an ``agent`` entry from ``model_usage`` under ``eval.model`` when no role is the agent."""
+    ru = sample.get("role_usage") or {}
+    mu = sample.get("model_usage") or {}
+    for name, v in (("role_usage", ru), ("model_usage", mu)):
+        if not isinstance(v, dict):
+            raise Refusal("IN-8", f"{name} is an object, not {_kind(v)}", f"{where}/{name}")
+    for m, u in mu.items():
+        _usage_members(u, "IN-8", f"{where}/model_usage/{m}")
+    entries: list[dict[str, Any]] = []
+    for r, u in ru.items():
+        members = _usage_members(u, "IN-8", f"{where}/role_usage/{r}")
+        role = _aef_role(r, roles)
+        m = h.model_roles.get(r) if r in h.model_roles else (h.model if role == "agent" else None)
+        e: dict[str, Any] = {"role": role}
+        if m is not None and m in mu:
+            e["model"] = m
+        entries.append({**e, **members})
+    if not any(e["role"] == "agent" for e in entries) and h.model in mu:
+        entries.append({"role": "agent", "model": h.model, **_usage_members(mu[h.model], "IN-8",
+                                                                             f"{where}/model_usage/{h.model}")})
+    return _merge_entries(entries)
+
+
+def _content_blob(kind_field: str, value: Any, where: str) -> bytes | None:
+    """IN-8 (settled 10-10): text as written (UTF-8), anything else serialized by JCS; empty content gives none."""
+    if value is None:
+        return None
+    if kind_field == "output":
+        if not isinstance(value, dict):
+            raise Refusal("IN-8", f"output is a ModelOutput object, not {_kind(value)}", where)
+        if not value.get("choices"):
+            return None
+    if isinstance(value, str):
+        if value == "":
+            return None
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Refusal("IN-8", "content with an unpaired surrogate: it cannot be written as UTF-8", where) from None
+    if isinstance(value, (list, dict)) and not value:
+        return None
+    try:
+        return jcs(value)
+    except ValueError as e:
+        raise Refusal("IN-8", f"content that is not text holds {e}, which JCS (RFC 8785) cannot write", where) from None
+
+
+def import_log(
+    header: Mapping[str, Any],
+    samples: Iterable[Mapping[str, Any]],
+    out_dir: str | os.PathLike[str],
+    *,
+    target_mode: str = "live",
+    content_capture: str = "on",
+    at: str | None = None,
+    key: Any = None,
+    total: int | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
+) -> Path:
+    """Inspect -> AEF over an eval log's header (the EvalLog without samples, with ``reductions``) and its samples
+    (an iterable, read once, as they stream). Writes the run at ``out_dir`` (absent or empty) and returns it; see
+    :func:`from_inspect`."""
+    from aefgate.formats.aef.builder import RunBuilder
+    from aefgate.formats.aef.verifier import verify_run
+    from aefgate.fsutil import check_destination
+
+    if target_mode not in ("live", "replayed", "scripted", "mocked"):
+        raise Refusal("CLI-2", f"--target-mode is live, replayed, scripted or mocked, not {target_mode!r}",
+                      "--target-mode")
+    if content_capture not in ("on", "off"):
+        raise Refusal("CLI-2", f"--content-capture is on or off, not {content_capture!r}", "--content-capture")
+    if at is not None:
+        try:
+            parse_time(at)
+        except ValueError:
+            raise Refusal("CLI-2", f"--at {at!r} is not an RFC 3339 UTC time (ENC-8)", "--at") from None
+    out = Path(os.path.abspath(out_dir))
+    check_destination(out)
+    content_on = content_capture == "on"
+    h = _read_header(header, target_mode=target_mode, content_capture=content_capture)
+    roles = (header.get("eval") or {}).get("model_roles") or {}
+    closed = h.status != "running"
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.inspect-", dir=out.parent))
+    try:
+        run_dir = stage / "run"
+        with RunBuilder(run_dir, h.run, metrics=[], imported_from=h.imported_from, asserted=h.asserted) as b:
+            imp = _Importer(b, h, roles, content_on)
+            done = 0
+            for i, sample in enumerate(samples):
+                imp.sample(sample, f"/samples/{i}")
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+            imp.rollups(closed)
+            imp.declare_summary_metrics()
+            if closed:
+                b.finish(h.status, abort_reason=h.abort_reason, summary=h.request, seal="ingest", sealed_at=at,
+                         signing_key=key)
+            else:
+                b.finish_running()
+        if closed:
+            _compare_summary(run_dir, h)
+        v = verify_run(run_dir)
+        if v.outcome == "invalid" or v.problems:
+            where, code = v.problems[0] if v.problems else ("", "")
+            raise Refusal("IN-11", f"the converted run does not verify: {code} at {where}", where,
+                          exit_code=EXIT_INTEGRITY)
+        check_destination(out)
+        if out.exists():
+            out.rmdir()
+        os.rename(run_dir, out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return out
+
+
+class _Importer:
+    """The state of one import while the samples stream: evidence records by content, epoch lines, metrics."""
+
+    def __init__(self, builder: Any, h: _Header, roles: Mapping[str, Any], content_on: bool):
+        self.b = builder
+        self.h = h
+        self.roles = roles
+        self.content_on = content_on
+        self.evidence: dict[tuple[str, str], str] = {}  # (kind, sha256 hex) -> evidence id
+        self.metrics: set[str] = set()
+        self.samples_seen: set[tuple[str, int]] = set()
+        self.epoch_paths: dict[tuple[str, str], bool] = {}  # (caseId, path) -> rolled up
+        self.trials = h.epochs > 1
+
+    def _declare(self, metric: str, where: str) -> None:
+        if metric not in self.metrics:
+            if not metric or len(metric) > 256:
+                raise Refusal("IN-7", f"the metric name {metric!r} is not 1-256 characters", where)
+            self.b.declare_metric(metric, "score", "none", "unbounded")
+            self.metrics.add(metric)
+
+    def declare_summary_metrics(self) -> None:
+        req = self.h.request
+        for lane in (req or {}).get("lanes", []):
+            for e in lane["metrics"]:
+                self._declare(e["metric"], "/results/scores")
+
+    def _evaluator(self, key: str) -> str:
+        ev = self.h.evaluator_of.get(key, key)
+        return ev[:256]
+
+    def _path(self, key: Any, where: str) -> str:
+        if not isinstance(key, str) or not key or len(key) > 1024 or _TEXT_BAD.search(key):
+            raise Refusal("IN-7", f"the scorer name {key!r} cannot be a result path (1-1024 characters, no control "
+                                  "character)", where)
+        return key
+
+    def _content(self, sample: Mapping[str, Any], where: str) -> list[str]:
+        ids: list[str] = []
+        for fieldname in CONTENT_FIELDS:
+            data = _content_blob(fieldname, sample.get(fieldname), f"{where}/{fieldname}")
+            if data is None:
+                continue
+            kind = CONTENT_KIND[fieldname]
+            hexd = hashlib.sha256(data).hexdigest()
+            eid = self.evidence.get((kind, hexd))
+            if eid is None:
+                eid = self.b.add_evidence(kind, content=data, description=f"Inspect samples[].{fieldname}")
+                self.evidence[(kind, hexd)] = eid
+            if eid not in ids:
+                ids.append(eid)
+        return ids
+
+    def sample(self, sample: Any, where: str) -> None:
+        h = self.h
+        if not isinstance(sample, dict):
+            raise Refusal("IN-8", f"a sample is an object, not {_kind(sample)}", where)
+        _check_sample_doc(sample, where, self.content_on)
+        if sample.get("invalidation") is not None:
+            raise Refusal("IN-10", "samples[].invalidation: the table makes it an overlay event, and the converter "
+                                   "writes no overlays", f"{where}/invalidation")
+        case_id = _case_id(sample.get("id"), f"{where}/id")
+        epoch = _int_value(sample.get("epoch", 1), "IN-8", f"{where}/epoch", minimum=1)
+        if epoch > h.epochs:
+            raise Refusal("IN-8", f"epoch {epoch} is beyond eval.config.epochs ({h.epochs})", f"{where}/epoch")
+        if (case_id, epoch) in self.samples_seen:
+            raise Refusal("IN-8", f"two samples of case {case_id!r} at epoch {epoch}: two scores of one case, path "
+                                  "and epoch", where)
+        self.samples_seen.add((case_id, epoch))
+        trial = epoch - 1 if self.trials else None
+
+        scores = sample.get("scores")
+        if scores is not None and not isinstance(scores, dict):
+            raise Refusal("IN-8", f"scores is an object, not {_kind(scores)}", f"{where}/scores")
+        error = sample.get("error")
+        if error is not None and not isinstance(error, dict):
+            raise Refusal("IN-8", f"a sample's error is an object, not {_kind(error)}", f"{where}/error")
+        limit = sample.get("limit")
+        stopped_reason: str | None = None
+        stopped_state = None
+        if error is not None:
+            msg = error.get("message")
+            if msg is not None and not isinstance(msg, str):
+                raise Refusal("IN-8", f"an error's message is a string, not {_kind(msg)}", f"{where}/error/message")
+            stopped_reason = _cut(msg, MAX_REASON) if msg else NO_MESSAGE
+            stopped_state = "error"
+            if limit is not None:
+                _limit_reason(limit, f"{where}/limit")
+        elif limit is not None:
+            stopped_reason = _limit_reason(limit, f"{where}/limit")
+            stopped_state = "not_measured"
+
+        # times, duration, usage (IN-8)
+        times: dict[str, Any] = {}
+        if sample.get("started_at") is not None:
+            times["startedAt"] = _utc(sample["started_at"], "IN-6", f"{where}/started_at")
+        if sample.get("completed_at") is not None:
+            times["endedAt"] = _utc(sample["completed_at"], "IN-6", f"{where}/completed_at")
+        if "startedAt" in times and "endedAt" in times and \
+                parse_time(times["endedAt"]) < parse_time(times["startedAt"]):
+            raise Refusal("IN-8", "the sample completes before it starts", f"{where}/completed_at")
+        first: dict[str, Any] = {}
+        tt = sample.get("total_time")
+        if tt is not None:
+            if not _is_num(tt) or not math.isfinite(tt) or tt < 0:
+                raise Refusal("IN-8", f"total_time is a non-negative number, not {tt!r}", f"{where}/total_time")
+            first["durationMs"] = tt * 1000  # R7I-11: one binary64 multiplication, not rounded
+        usage = _sample_usage(sample, where, h, self.roles)
+        if usage:
+            first["usage"] = usage
+        evidence = self._content(sample, where) if self.content_on else []
+
+        nodes: list[dict[str, Any]] = []
+        if scores:
+            for key, score in scores.items():
+                sw = f"{where}/scores/{key}"
+                path = self._path(key, sw)
+                sr = _read_score(score, path, sw, self.content_on)
+                node = _node(path, self._evaluator(path), sr)
+                if stopped_reason is not None:
+                    # a sample Inspect stopped and still scored: the scores stand (Inspect's metrics count them,
+                    # IN-9); the stop is kept beside them (docs/mappings/inspect.md)
+                    stop = "limit" if stopped_state == "not_measured" else "error"
+                    node.setdefault("ext", {"inspect_ai": {}})["inspect_ai"][stop] = stopped_reason
+                nodes.append(node)
+        elif stopped_reason is not None:
+            if not h.scorer_names:
+                raise Refusal("IN-8", "a sample that stopped before it was scored, in a log that names no scorer",
+                              f"{where}/scores")
+            for name in h.scorer_names:
+                path = self._path(name, "/eval/scorers")
+                nodes.append({"path": path, "evaluator": {"id": self._evaluator(path)}, "state": stopped_state,
+                              "reason": stopped_reason})
+        else:
+            raise Refusal("IN-8", "a sample without scores", f"{where}/scores")
+
+        for i, node in enumerate(nodes):
+            for s in node.get("scores", ()):
+                self._declare(s["metric"], f"{where}/scores/{node['path']}")
+            node.update(times)
+            if i == 0:
+                node.update(first)
+            if evidence:
+                node["evidence"] = list(evidence)
+            if trial is None:
+                self.b.add_case(case_id, node)
+            else:
+                self.b.add_trial(case_id, node, trial)
+                self.epoch_paths[(case_id, node["path"])] = False
+
+    def rollups(self, closed: bool) -> None:
+        """With more than one epoch, each reduction gives the case's rollup at its scorer (IN-8)."""
+        h = self.h
+        if not self.trials:
+            return
+        config_reducer = h.aggregation
+        for i, red in enumerate(h.reductions):
+            w = f"/reductions/{i}"
+            if not isinstance(red, dict):
+                raise Refusal("IN-8", f"a reduction is an object, not {_kind(red)}", w)
+            scorer = red.get("scorer")
+            path = self._path(scorer, f"{w}/scorer")
+            reducer = red.get("reducer")
+            if reducer is None:
+                agg = config_reducer if config_reducer is not None else ("Mean", None)
+            else:
+                agg = _reducer_to_aef(reducer, h.epochs)
+            if agg is None:
+                raise Refusal("IN-8", f"the reducer {reducer!r} has no AEF value, and the log has more than one epoch",
+                              f"{w}/reducer")
+            rsamples = red.get("samples") or []
+            if not isinstance(rsamples, list):
+                raise Refusal("IN-8", "a reduction's samples are a list", f"{w}/samples")
+            for j, rs in enumerate(rsamples):
+                sw = f"{w}/samples/{j}"
+                if not isinstance(rs, dict):
+                    raise Refusal("IN-8", f"a reduced score is an object, not {_kind(rs)}", sw)
+                case_id = _case_id(rs.get("sample_id"), f"{sw}/sample_id")
+                k = (case_id, path)
+                if k not in self.epoch_paths:
+                    raise Refusal("IN-8", f"a reduction for case {case_id!r} at {path!r}, which has no epoch lines", sw)
+                if self.epoch_paths[k]:
+                    raise Refusal("IN-8", f"two reductions of case {case_id!r} at {path!r}", sw)
+                sr = _read_score({x: y for x, y in rs.items() if x != "sample_id"}, path, sw, self.content_on)
+                node = _node(path, self._evaluator(path), sr)
+                for s in node.get("scores", ()):
+                    self._declare(s["metric"], sw)
+                self.b.add_rollup(case_id, node, aggregation=agg[0], k=agg[1])
+                self.epoch_paths[k] = True
+        if closed:
+            for (case_id, path), rolled in self.epoch_paths.items():
+                if not rolled:
+                    raise Refusal("IN-8", f"case {case_id!r} has epoch lines at {path!r} and no reduction (RES-8)",
+                                  "/reductions")
+
+
+def _compare_summary(run_dir: Path, h: _Header) -> None:
+    """IN-9: a mean, median, minimum or maximum Inspect gives must be the lines' (within §3.6's tolerance)."""
+    from aefgate.formats.aef.summary import summarize
+
+    if not h.compares:
+        return
+    summary = jsonio.read_json(run_dir / "summary.json")
+    written = {(e["metric"], e["path"]): e for lane in summary["lanes"] for e in lane["metrics"]}
+    extra = [(m, p, meth) for m, p, meth, _ in h.compares if meth is not None and
+             (written.get((m, p)) or {}).get("aggregate", {}).get("method") != meth]
+    recomputed: dict[tuple[str, str, str | None], Any] = {}
+    for (m, p), e in written.items():
+        recomputed[(m, p, (e.get("aggregate") or {}).get("method"))] = e["value"]
+    if extra:
+        req = {"lanes": [{"lane": "main", "metrics": [{"metric": m, "path": p, "aggregate": {"method": meth}}
+                                                       for m, p, meth in extra]}]}
+        doc = summarize(run_dir, req)
+        for e in doc["lanes"][0]["metrics"]:
+            recomputed[(e["metric"], e["path"], e["aggregate"]["method"])] = e["value"]
+    for m, p, meth, given in h.compares:
+        got = recomputed.get((m, p, meth))
+        given_none = given is None or _is_nan(given)
+        what = meth or "mean"
+        if given_none and got is None:
+            continue
+        if given_none or got is None or not _close(given, got):
+            raise Refusal("IN-9", f"Inspect's {what} of {m!r} is {given!r}, the lines give {got!r}",
+                          f"/results/scores ({m})")
+
+
+def from_inspect(
+    log_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    target_mode: str = "live",
+    content_capture: str = "on",
+    at: str | None = None,
+    key: Any = None,
+    progress: Callable[[int, int | None], None] | None = None,
+) -> Path:
+    """Convert an Inspect eval log (``.eval`` or ``.json``) into an AEF run at ``out_dir`` (absent or empty).
+
+    ``target_mode`` is ``execution.targetMode`` (Inspect does not record how the target was driven: the converter's
+    claim, listed in ``imported.asserted``); ``content_capture`` ``on`` keeps the case content, explanations and
+    answers (blobs and evidence), ``off`` none of it (RUN-11); ``at`` is the seal's ``sealedAt`` (default: now);
+    ``key`` a path to a private key (or a loaded ``SigningKey``) that signs the seal (``attestation.dsse.json``),
+    loaded before anything is written; ``progress(done, total)`` is called after each sample. Refusals name the
+    page's rule (IN-6 to IN-11) and write nothing.
+    """
+    signing_key = _load_key(key)
+    log = _open_log(log_path)
+    total = getattr(log, "sample_count", None)
+    return import_log(log.header, log.samples(), out_dir, target_mode=target_mode, content_capture=content_capture,
+                      at=at, key=signing_key, total=total, progress=progress)
+
+
+def _load_key(key: Any) -> Any:
+    if key is None:
+        return None
+    if isinstance(key, (str, os.PathLike)):
+        try:
+            from aefgate.formats.aef.signatures import load_private_key
+        except ImportError:  # pragma: no cover - the signatures module ships with aefgate
+            raise Refusal("CLI-3", "signing is not available in this build", "--key") from None
+        return load_private_key(key)
+    return key
+
+
+def _open_log(path: str | os.PathLike[str]) -> Any:
+    from aefgate.formats.inspect import open_log
+
+    p = Path(path)
+    if not p.exists():
+        raise Refusal("CLI-1", "no such file", str(p))
+    return open_log(p)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# AEF -> Inspect
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _inspect_usage(members: Mapping[str, Any]) -> dict[str, Any]:
+    """AEF usage members as a ModelUsage: ``total_tokens`` is input + output, written when either is present; a
+    missing count is left out, never 0 (R7I-4)."""
+    out: dict[str, Any] = {}
+    for src, dst in TOKENS:
+        if dst in members:
+            out[src] = members[dst]
+    if "input_tokens" in out or "output_tokens" in out:
+        out["total_tokens"] = out.get("input_tokens", 0) + out.get("output_tokens", 0)
+    if "costUsd" in members:
+        out["total_cost"] = members["costUsd"]
+    return out
+
+
+def _sum_into(table: dict[str, dict[str, Any]], key: str, entry: Mapping[str, Any]) -> None:
+    acc = table.setdefault(key, {})
+    for _, dst in TOKENS:
+        if dst in entry:
+            acc[dst] = acc.get(dst, 0) + entry[dst]
+    if "costUsd" in entry:
+        acc["costUsd"] = acc["costUsd"] + entry["costUsd"] if "costUsd" in acc else entry["costUsd"]
+
+
+def _reducer_name(trials: Mapping[str, Any], policy: Mapping[str, Any], where: str) -> str:
+    agg = trials.get("aggregation")
+    if agg in _REDUCERS_EXPORT:
+        return _REDUCERS_EXPORT[agg]
+    if agg == "PassAtK":
+        k = trials.get("k", policy.get("k"))
+        if not isinstance(k, int):
+            raise Refusal("IN-1", "a PassAtK rollup without k has no Inspect reducer", where)
+        return f"pass_at_{k}"
+    if agg == "AnyPass":
+        return "at_least_1"
+    if agg == "AllPass":
+        return f"at_least_{trials['n']}"
+    if agg == "AtLeast":
+        rp = policy.get("requirePasses")
+        if not isinstance(rp, int):
+            raise Refusal("IN-1", "an AtLeast rollup without the run's requirePasses has no Inspect reducer", where)
+        return f"at_least_{rp}"
+    raise Refusal("IN-1", f"the aggregation {agg!r} has no Inspect reducer", where)
+
+
+def _config_reducer(policy: Mapping[str, Any]) -> str | None:
+    agg = policy.get("aggregation")
+    if agg is None:
+        return None
+    if agg in _REDUCERS_EXPORT:
+        return _REDUCERS_EXPORT[agg]
+    if agg == "PassAtK":
+        k = policy.get("k")
+        return f"pass_at_{k}" if isinstance(k, int) else None
+    if agg == "AnyPass":
+        return "at_least_1"
+    if agg == "AllPass":
+        return f"at_least_{policy.get('trialsPerCase')}"  # R7I-7: n, the policy's trialsPerCase
+    if agg == "AtLeast":
+        rp = policy.get("requirePasses")
+        return f"at_least_{rp}" if isinstance(rp, int) else None
+    return None
+
+
+class _Blobs:
+    """The run's blobs, read as text (IN-12): not UTF-8 refuses the export; a withheld blob is None."""
+
+    def __init__(self, run_dir: Path, withheld: frozenset[str]):
+        self.run_dir = run_dir
+        self.withheld = withheld
+
+    def text(self, digest: str, where: str) -> str | None:
+        hexd = digest[7:] if digest.startswith("sha256:") else digest
+        rel = f"blobs/sha256/{hexd[:2]}/{hexd}"
+        p = self.run_dir / rel
+        if not p.is_file():
+            if rel in self.withheld:
+                return None  # R7I-9: left out, with nothing in its place
+            raise Refusal("IN-11", f"the blob {rel} is not in the run", where, exit_code=EXIT_INTEGRITY)
+        data = p.read_bytes()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Refusal("IN-12", f"the blob {digest} is not UTF-8: Inspect holds text", where) from None
+
+
+def _score_of(line: Mapping[str, Any], blobs: _Blobs, content_on: bool, where: str) -> dict[str, Any]:
+    """A result line as an Inspect Score (R7I-2, IN-2, IN-13)."""
+    scores = line.get("scores") or []
+    score: dict[str, Any] = {}
+    if len(scores) == 1:
+        s = scores[0]
+        score["value"] = s["label"] if "label" in s else s["value"]
+    elif len(scores) > 1:
+        score["value"] = {s["metric"]: (s["label"] if "label" in s else s["value"]) for s in scores}
+    else:
+        score["value"] = math.nan
+        score["reason"] = line["state"]
+    if content_on:
+        if line.get("reason"):
+            score["explanation"] = line["reason"]
+        elif isinstance(line.get("reasoning"), dict):
+            text = blobs.text(line["reasoning"]["blob"], where)
+            if text is not None:
+                score["explanation"] = text
+    aef: dict[str, Any] = {"resultId": line["resultId"], "state": line["state"], "evaluator": line["evaluator"]}
+    for k in ("parentResultId", "severity", "verdictRule", "annotator", "aggregation", "component"):
+        if line.get(k) is not None:
+            aef[k] = line[k]
+    score["metadata"] = {"aef": aef}
+    return score
+
+
+def _check_overlays(run_dir: Path) -> bool:
+    p = run_dir / "overlays" / "events.ndjson"
+    try:
+        return p.is_file() and p.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def export_run(
+    run_dir: str | os.PathLike[str], *, ignore_overlays: bool = False, withheld_ok: Iterable[str] = ()
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """AEF -> Inspect, pure: the EvalLog header (with ``reductions``) and the samples of a run, NaN as float NaN.
+
+    The run must verify (IN-11: intact or unsealed, with no problem but an authorized withhold; ``withheld_ok``
+    are the blob paths an authorized redaction withholds). Refusals name the page's rule (IN-1 to IN-5, IN-11,
+    IN-12); a run that does not verify is refused with exit code 1."""
+    from aefgate.formats.aef.verifier import verify_run
+
+    root = Path(run_dir)
+    if not (root / "run.json").is_file():
+        raise Refusal("CLI-1", "not a run folder (no run.json)", str(root))
+    withheld = frozenset(withheld_ok)
+    v = verify_run(root, withheld_ok=withheld)
+    bad = [p for p in v.problems if p[1] != "withheld"]
+    if v.outcome == "invalid" or bad:
+        where, code = bad[0] if bad else ("", "")
+        raise Refusal("IN-11", f"the run does not verify ({v.outcome}: {code} at {where}); only a run that verifies "
+                               "is converted", where or str(root), exit_code=EXIT_INTEGRITY)
+    if _check_overlays(root) and not ignore_overlays:
+        raise Refusal("IN-4", "the run has overlay events, whose Score.history and log_updates shape the page does "
+                              "not give; --ignore-overlays converts the sealed lines without them",
+                      "overlays/events.ndjson")
+    run = jsonio.read_json(root / "run.json")
+    blobs = _Blobs(root, withheld)
+    content_on = run.get("contentCapture") != "off"
+
+    # the eval header (IN-1, R7I-7, R7I-8)
+    suite = run.get("suite")
+    if not isinstance(suite, dict) or not str(suite.get("ref", "")).startswith("suite:"):
+        raise Refusal("IN-1", "eval.task is required: the run has no suite, or its ref is not suite:<task>",
+                      "run.json/suite")
+    task = decode_name(suite["ref"][len("suite:"):])
+    judges = run.get("judges") or []
+    if len(judges) > 1:
+        raise Refusal("IN-1", f"{len(judges)} judges: a role of eval.model_roles holds one model", "run.json/judges")
+    subject = run["subject"]
+    kind, _, name = subject["ref"].partition(":")
+    model = decode_name(name) if kind == "model" else f"{kind}:{decode_name(name)}"
+    policy = suite.get("executionPolicy") or {}
+
+    ev: dict[str, Any] = {"eval_id": run["runId"], "run_id": run["runId"], "created": run["startedAt"],
+                          "task": task, "task_version": suite.get("version", 0)}
+    config: dict[str, Any] = {}
+    if "trialsPerCase" in policy:
+        config["epochs"] = policy["trialsPerCase"]
+    reducer = _config_reducer(policy)
+    if reducer is not None:
+        config["epochs_reducer"] = [reducer]
+    meta: dict[str, Any] = {}
+    if suite.get("digest") is not None:
+        meta["suite"] = {"digest": suite["digest"]}
+    if any("rubricDigest" in j or "calibration" in j for j in judges):
+        meta["judges"] = [{k: j[k] for k in ("model", "rubricDigest", "calibration") if k in j} for j in judges]
+    for k in ("execution", "contentCapture", "deployment", "imported"):
+        if run.get(k) is not None:
+            meta[k] = run[k]
+    producer = run.get("producer") or {}
+    packages = {producer["name"]: producer.get("version", "")} if producer.get("name") else {}
+
+    # result lines, grouped into samples (caseId, trial) and reductions (rollups)
+    evidence = _evidence_records(root)
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    reductions: dict[tuple[str, str], dict[str, Any]] = {}
+    case_ids: dict[str, None] = {}
+    results_path = root / "results.ndjson"
+    for lineno, line in jsonio.iter_ndjson(results_path):
+        where = f"results.ndjson:{lineno}"
+        case_ids.setdefault(line["caseId"], None)
+        if "trials" in line:
+            red_name = _reducer_name(line["trials"], policy, where)
+            red = reductions.setdefault((line["path"], red_name),
+                                        {"scorer": line["path"], "reducer": red_name, "samples": []})
+            s = _score_of(line, blobs, content_on, where)
+            s["sample_id"] = line["caseId"]
+            red["samples"].append(s)
+            continue
+        key = (line["caseId"], line.get("trial", 0))
+        groups.setdefault(key, []).append(line)
+
+    samples = [_sample(case, trial, lines, evidence, blobs, content_on) for (case, trial), lines in groups.items()]
+    ev["dataset"] = {"samples": len(case_ids), "sample_ids": list(case_ids)}
+    ev["model"] = model
+    if judges:
+        ev["model_roles"] = {"judge": {"model": judges[0]["model"]}}
+    ev["config"] = config
+    ev["packages"] = packages
+    if meta:
+        ev["metadata"] = {"aef": meta}
+
+    status = {"completed": "success", "aborted": "error", "running": "started"}[run["status"]]
+    header: dict[str, Any] = {"version": 2, "status": status, "eval": ev}
+    summary_path = root / "summary.json"
+    if summary_path.is_file():
+        header["results"] = _results(jsonio.read_json(summary_path), jsonio.read_json(root / "metrics.json"),
+                                     len(samples))
+    stats: dict[str, Any] = {"started_at": run["startedAt"]}
+    if run.get("endedAt") is not None:
+        stats["completed_at"] = run["endedAt"]
+    if summary_path.is_file():
+        usage = jsonio.read_json(summary_path).get("usage") or []
+        by_role: dict[str, dict[str, Any]] = {}
+        by_model: dict[str, dict[str, Any]] = {}
+        for u in usage:
+            _sum_into(by_role, u["role"], u)
+            if u.get("model"):
+                _sum_into(by_model, u["model"], u)
+        if by_model:
+            stats["model_usage"] = {m: _inspect_usage(u) for m, u in by_model.items()}
+        if by_role:
+            stats["role_usage"] = {r: _inspect_usage(u) for r, u in by_role.items()}
+    header["stats"] = stats
+    if run["status"] == "aborted":
+        header["error"] = {"message": run.get("abortReason", ""), "traceback": "", "traceback_ansi": ""}
+    if reductions:
+        header["reductions"] = list(reductions.values())
+    return header, samples
+
+
+def _evidence_records(root: Path) -> dict[str, dict[str, Any]]:
+    """The evidence records of kinds the export reads (IN-5): input, expected, output, transcript."""
+    out: dict[str, dict[str, Any]] = {}
+    p = root / "evidence.ndjson"
+    if p.is_file():
+        for _, rec in jsonio.iter_ndjson(p):
+            if rec.get("kind") in ("input", "expected", "output", "transcript"):
+                out[rec["evidenceId"]] = rec
+    return out
+
+
+def _sample(case: str, trial: int, lines: list[dict[str, Any]], evidence: Mapping[str, Any], blobs: _Blobs,
+            content_on: bool) -> dict[str, Any]:
+    where = f"case {case!r}" + (f" trial {trial}" if trial else "")
+    # case content (IN-5, R7I-6): only the records the sample's lines cite
+    content: dict[str, str] = {}
+    for line in lines:
+        for eid in line.get("evidence") or ():
+            rec = evidence.get(eid)
+            if rec is None:
+                continue
+            kind = rec["kind"]
+            if kind in ("output", "transcript"):
+                raise Refusal("IN-5", f"cited {kind} evidence ({eid}): the page does not say how a blob's text "
+                                      f"becomes a {'ModelOutput' if kind == 'output' else 'list of ChatMessage'}",
+                              f"{where}: evidence {eid}")
+            link = rec.get("link") or {}
+            if "blob" not in link:
+                raise Refusal("IN-5", f"cited {kind} evidence ({eid}) that is not a blob of the run",
+                              f"{where}: evidence {eid}")
+            text = blobs.text(link["blob"], f"{where}: evidence {eid}")
+            if text is None:
+                continue
+            if kind in content and content[kind] != text:
+                raise Refusal("IN-5", f"two cited {kind} records with different text for one sample",
+                              f"{where}: evidence {eid}")
+            content[kind] = text
+    sample: dict[str, Any] = {"id": case, "epoch": trial + 1, "input": content.get("input", ""),
+                              "target": content.get("expected", "")}
+    scores: dict[str, Any] = {}
+    role_usage: dict[str, dict[str, Any]] = {}
+    model_usage: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        lw = f"{where} at {line['path']!r}"
+        if line["path"] in scores:
+            raise Refusal("IN-5", "two lines of one sample at one path", lw)
+        scores[line["path"]] = _score_of(line, blobs, content_on, lw)
+        ann_model = (line.get("annotator") or {}).get("model")
+        for u in line.get("usage") or ():
+            _sum_into(role_usage, u["role"], u)
+            m = u.get("model") or (ann_model if u["role"] == "judge" else None)
+            if m:
+                _sum_into(model_usage, m, u)
+    sample["scores"] = scores
+    if model_usage:
+        sample["model_usage"] = {m: _inspect_usage(u) for m, u in model_usage.items()}
+    if role_usage:
+        sample["role_usage"] = {r: _inspect_usage(u) for r, u in role_usage.items()}
+    # times of the case's root lines (IN-5, R7I-5)
+    roots = [line for line in lines if line.get("parentResultId") is None]
+    for member, target in (("startedAt", "started_at"), ("endedAt", "completed_at"), ("durationMs", "total_time")):
+        values = [line[member] for line in roots if line.get(member) is not None]
+        if not values:
+            continue
+        first = values[0]
+        for v in values[1:]:
+            same = parse_time(v) == parse_time(first) if member != "durationMs" else v == first
+            if not same:
+                raise Refusal("IN-5", f"the case's root lines carry two different {member} ({first!r}, {v!r})", where)
+        sample[target] = first / 1000 if member == "durationMs" else first  # R7I-11
+    return sample
+
+
+def _results(summary: Mapping[str, Any], metrics: Mapping[str, Any], n_samples: int) -> dict[str, Any]:
+    """IN-3: one EvalScore per summary entry."""
+    kinds = {m["id"]: m["kind"] for m in metrics.get("metrics", [])}
+    out: list[dict[str, Any]] = []
+    paths: set[str] = set()
+    for lane in summary.get("lanes", []):
+        for e in lane["metrics"]:
+            where = f"summary.json: {lane['lane']}/{e['metric']} at {e['path']!r}"
+            if e["path"] in paths:
+                raise Refusal("IN-3", "two summary entries at one path: Inspect has one EvalScore per scorer", where)
+            paths.add(e["path"])
+            if kinds.get(e["metric"]) == "count":
+                raise Refusal("IN-3", "an entry for a metric of kind count, whose value is a sum, not a mean", where)
+            value = e.get("value")
+            agg = e.get("aggregate")
+            method = agg["method"] if agg else "mean"
+            metric: dict[str, Any] = {"name": method, "value": math.nan if value is None else value}
+            if agg:
+                metric["params"] = {k: v for k, v in agg.items() if k != "method"}
+            ms: dict[str, Any] = {method: metric}
+            if e.get("stderr") is not None:
+                ms["stderr"] = {"name": "stderr", "value": e["stderr"]}
+            aef: dict[str, Any] = {"lane": lane["lane"], "metric": e["metric"]}
+            for k in ("N", "notMeasured", "verdict", "rule", "ci"):
+                if e.get(k) is not None:
+                    aef[k] = e[k]
+            out.append({"name": e["path"], "scorer": e["path"], "scored_samples": e["n"],
+                        "unscored_samples": e["notMeasured"], "metrics": ms, "metadata": {"aef": aef}})
+    return {"total_samples": n_samples, "completed_samples": n_samples, "scores": out}
+
+
+def to_inspect(
+    run_dir: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    ignore_overlays: bool = False,
+    fmt: str | None = None,
+    withheld_ok: Iterable[str] = (),
+) -> Path:
+    """Convert an AEF run into an Inspect eval log at ``out_path`` (``.json`` or ``.eval``, by its suffix unless
+    ``fmt`` says). The run must verify (IN-11, exit 1); a run with overlay events is refused unless
+    ``ignore_overlays`` (IN-4)."""
+    from aefgate.formats.inspect import write_log
+
+    out = Path(out_path)
+    if fmt is None:
+        fmt = {".json": "json", ".eval": "eval"}.get(out.suffix.lower())
+    if fmt not in ("json", "eval"):
+        raise Refusal("CLI-2", "the output is an Inspect log: a .json or .eval file", str(out))
+    if out.exists() or out.is_symlink():
+        raise Refusal("OUT-1", "the output exists", str(out))
+    header, samples = export_run(run_dir, ignore_overlays=ignore_overlays, withheld_ok=withheld_ok)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_log(out, header, samples, fmt=fmt)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# What does not carry over (the page's lists), and the round trip that checks them
+# ------------------------------------------------------------------------------------------------------------------
+
+#: "What does not carry over", AEF -> Inspect: each item of the page's list, with the fields it covers (a field is
+#: ``file:<name>``, ``run.json:<dotted path>``, ``summary.json:<member>`` or ``results:<member>``)
+LOSSES_TO_INSPECT: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("The state: Inspect has no verdict, and one unscored value, NaN, for every typed absence", ("results:state",)),
+    ("A typed absence's reason: it travels as the explanation and comes back as a reasoning blob (or not at all, "
+     "with contentCapture off), with the state's name as reason", ("results:reason", "results:reasoning")),
+    ("The result tree and its aggregation, severity, verdict rules, thresholds and uncertainty",
+     ("results:parentResultId", "results:component", "results:aggregation", "results:severity",
+      "results:verdictRule", "results:uncertainty")),
+    ("Evaluator and annotator identity: an evaluator comes back as its scorer", ("results:evaluator",
+                                                                                  "results:annotator")),
+    ("A score's metric and normalized value: a single score's metric comes back as its key, the path",
+     ("results:scores[].metric", "results:scores[].normalized")),
+    ("A line's turns, attack and lane", ("results:turns", "results:attack", "results:lane")),
+    ("Which line of a case a usage entry was on, and its costSource", ("results:usage", "results:usage[].costSource")),
+    ("The times and duration of a line that is not the case's root",
+     ("results:startedAt (not a root)", "results:endedAt (not a root)", "results:durationMs (not a root)",
+      # a case with several roots has one duration (R7I-5), which comes back on the sample's first line (IN-8)
+      "results:durationMs (a root after the first)")),
+    ("A rollup's n, passed and agree: they come back counted from the epochs' lines",
+     ("results:trials.n", "results:trials.passed", "results:trials.agree")),
+    ("Evidence links and digests, and the case content unless the run captured it; traces and trace links; gate "
+     "decisions", ("results:evidence", "results:traceLink", "file:evidence.ndjson", "file:blobs",
+                   "file:traces.otlp.jsonl", "file:logs.otlp.jsonl", "file:gates.ndjson")),
+    ("The seal, signatures and the overlay chain: an Inspect log is mutable",
+     ("file:seal.json", "file:attestation.dsse.json", "file:overlays")),
+    ("The summary (its lanes, sum, sumSq, verdicts, rules and cost) and the metric declarations",
+     ("file:summary.json", "file:metrics.json")),
+    ("The rest of run.json: the subject but its ref (which comes back as model:<ref>), the producer, the deployment, "
+     "execution, the judges but their models, imported, the suite's digest and frozen, requirePasses, config, otel, "
+     "costPolicy, provenance, contentCapture and ext",
+     ("run.json:subject", "run.json:producer", "run.json:deployment", "run.json:execution", "run.json:judges",
+      "run.json:imported", "run.json:suite.digest", "run.json:suite.frozen",
+      "run.json:suite.executionPolicy.requirePasses", "run.json:config", "run.json:otel", "run.json:costPolicy",
+      "run.json:provenance", "run.json:contentCapture", "run.json:ext")),
+)
+
+#: "What does not carry over", Inspect -> AEF (the page's second list)
+LOSSES_FROM_INSPECT: tuple[str, ...] = (
+    "List-valued scores, kept in ext (IN-7)",
+    "Reducers without an AEF value (at_least for a k other than 1 or all, pass_k, collect): kept in ext with one "
+    "epoch, refused with more (IN-8, R7I-14)",
+    "working_time",
+    "Inspect's event transcript as structured events",
+    "Groups of runs (eval_set_id, kept in ext)",
+    "Inspect's role names beyond the four AEF roles",
+    "The case content, when the converter writes contentCapture: off",
+    "A sample's metadata, eval.metadata, the plan and the solver",
+    "Score.explanation and Score.answer, when the converter writes contentCapture: off (IN-7)",
+)
+
+
+def _covered(fieldname: str) -> str | None:
+    """The item of the AEF -> Inspect list that covers a field, or None."""
+    for item, fields in LOSSES_TO_INSPECT:
+        for f in fields:
+            if fieldname == f or fieldname.startswith(f + ".") or fieldname.startswith(f + "[") or (
+                    f.endswith(")") and fieldname == f):
+                return item
+    return None
+
+
+@dataclass
+class FidelityReport:
+    """A round trip AEF -> Inspect -> AEF, field by field: for each field of the original, on how many of its places
+    (lines, files) it survived and on how many it was lost; each lost field with the item of the page's list that
+    covers it, or None (a loss the page does not list: a failure)."""
+
+    run: str
+    counts: dict[str, list[int]] = field(default_factory=dict)  # field -> [kept, lost]
+    added: list[str] = field(default_factory=list)
+    refusal: Refusal | None = None
+
+    def note(self, fieldname: str, kept: bool) -> None:
+        c = self.counts.setdefault(fieldname, [0, 0])
+        c[0 if kept else 1] += 1
+
+    @property
+    def kept(self) -> list[str]:
+        return [f for f, (k, lost) in self.counts.items() if not lost]
+
+    @property
+    def lost(self) -> list[tuple[str, str | None]]:
+        return [(f, _covered(f)) for f, (k, lost) in self.counts.items() if lost]
+
+    @property
+    def unlisted(self) -> list[str]:
+        return [f for f, item in self.lost if item is None]
+
+    @property
+    def ok(self) -> bool:
+        return self.refusal is None and not self.unlisted
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "run": self.run,
+            "ok": self.ok,
+            "kept": [{"field": f, "places": self.counts[f][0]} for f in self.kept],
+            "lost": [{"field": f, "places": self.counts[f][1], "of": sum(self.counts[f]), "listed": item is not None,
+                      **({"item": item} if item else {})} for f, item in self.lost],
+            "unlisted": self.unlisted,
+            "added": self.added,
+        }
+        if self.refusal is not None:
+            out["refusal"] = self.refusal.to_json()["error"]
+        return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON values (numbers by value, NaN equal to NaN)."""
+    if _is_num(a) and _is_num(b):
+        return a == b or (_is_nan(a) and _is_nan(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _flat(doc: Any, prefix: str) -> dict[str, Any]:
+    """Leaves of a JSON object as dotted paths (lists kept whole)."""
+    out: dict[str, Any] = {}
+    if isinstance(doc, dict) and doc:
+        for k, v in doc.items():
+            out.update(_flat(v, f"{prefix}.{k}" if prefix else k))
+    else:
+        out[prefix] = doc
+    return out
+
+
+def fidelity(
+    run_dir: str | os.PathLike[str], *, ignore_overlays: bool = False, withheld_ok: Iterable[str] = ()
+) -> FidelityReport:
+    """Round-trip a run AEF -> Inspect -> AEF (in temporary folders) and compare it field by field with the
+    original, each loss checked against the page's "What does not carry over" (:data:`LOSSES_TO_INSPECT`).
+
+    The export refusing the run raises (the run cannot be exported); the re-import refusing the exported log is
+    a failure of the round trip, reported in :attr:`FidelityReport.refusal`."""
+    root = Path(run_dir)
+    report = FidelityReport(str(root))
+    work = Path(tempfile.mkdtemp(prefix="aefgate-fidelity-"))
+    try:
+        header, samples = export_run(root, ignore_overlays=ignore_overlays, withheld_ok=withheld_ok)
+        from aefgate.formats.inspect import write_log
+
+        log_path = work / "log.json"
+        write_log(log_path, header, samples, fmt="json")
+        orig_run = jsonio.read_json(root / "run.json")
+        try:
+            back = from_inspect(log_path, work / "run",
+                                target_mode=(orig_run.get("execution") or {}).get("targetMode", "live"),
+                                content_capture="off" if orig_run.get("contentCapture") == "off" else "on",
+                                at=_seal_time(root, orig_run))
+        except Refusal as r:
+            report.refusal = r
+            return report
+        _compare_runs(root, back, report)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return report
+
+
+def _seal_time(root: Path, run: Mapping[str, Any]) -> str | None:
+    try:
+        seal = jsonio.read_json(root / "seal.json", max_size=jsonio.MAX_SEAL)
+        return seal["predicate"]["sealedAt"]
+    except (OSError, KeyError, TypeError, jsonio.JsonProblem):
+        return run.get("endedAt")
+
+
+def _note(report: FidelityReport, fieldname: str, kept: bool) -> None:
+    report.note(fieldname, kept)
+
+
+def _compare_runs(orig: Path, back: Path, report: FidelityReport) -> None:
+    a_run = jsonio.read_json(orig / "run.json")
+    b_run = jsonio.read_json(back / "run.json")
+    # run.json, field by field
+    fa, fb = _flat(a_run, ""), _flat(b_run, "")
+    for k, v in fa.items():
+        name = f"run.json:{k}"
+        if k in ("startedAt", "endedAt"):
+            _note(report, name, k in fb and parse_time(v) == parse_time(fb[k]))
+        elif k == "subject.ref" and fb.get(k) != v and not v.startswith("model:"):
+            # the page's list: "the subject but its ref (which comes back as model:<ref>)"
+            _note(report, "run.json:subject.ref (as model:<ref>)", fb.get(k) == f"model:{v}")
+        elif k == "judges":
+            _note(report, "run.json:judges[].model", [j.get("model") for j in v] == [j.get("model") for j in
+                                                                                    fb.get(k) or []])
+            if any(set(j) - {"model"} for j in v):
+                _note(report, "run.json:judges", False)
+        else:
+            _note(report, name, k in fb and _same(v, fb[k]))
+    for k in fb:
+        if k not in fa and not k.startswith(("imported", "ext.inspect_ai")):
+            report.added.append(f"run.json:{k}")
+    # files
+    for name in ("seal.json", "attestation.dsse.json", "evidence.ndjson", "gates.ndjson", "traces.otlp.jsonl",
+                 "logs.otlp.jsonl", "summary.json", "metrics.json"):
+        if (orig / name).exists():
+            same = (back / name).exists() and (orig / name).read_bytes() == (back / name).read_bytes()
+            _note(report, f"file:{name}", same)
+    if (orig / "overlays").exists():
+        _note(report, "file:overlays", False)
+    # result lines, matched by resultId (RES-4: the same run, case, path and trial give the same id)
+    a_lines = {line["resultId"]: line for _, line in jsonio.iter_ndjson(orig / "results.ndjson")}
+    b_lines = {line["resultId"]: line for _, line in jsonio.iter_ndjson(back / "results.ndjson")}
+    for rid in a_lines:
+        _note(report, "results:resultId", rid in b_lines)
+    usage_a: dict[tuple[str, int], dict] = {}
+    usage_b: dict[tuple[str, int], dict] = {}
+    for lines, acc in ((a_lines, usage_a), (b_lines, usage_b)):
+        for line in lines.values():
+            if "trials" in line:
+                continue
+            per = acc.setdefault((line["caseId"], line.get("trial", 0)), {})
+            for u in line.get("usage") or ():
+                _sum_into(per, u["role"], u)
+    first_of_sample: set[str] = set()
+    seen_samples: set[tuple[str, int]] = set()
+    for rid, line in a_lines.items():
+        key = (line["caseId"], line.get("trial", 0))
+        if "trials" not in line and key not in seen_samples:
+            seen_samples.add(key)
+            first_of_sample.add(rid)
+    for rid, a in a_lines.items():
+        b = b_lines.get(rid)
+        if b is None:
+            continue
+        root = a.get("parentResultId") is None
+        if root and "durationMs" in a and rid not in first_of_sample and "trials" not in a:
+            _note(report, "results:durationMs (a root after the first)", _same(a["durationMs"], b.get("durationMs")))
+            a = {k: v for k, v in a.items() if k != "durationMs"}
+        for k, v in a.items():
+            if k in ("schemaVersion", "resultId", "caseId", "path", "trial"):
+                _note(report, f"results:{k}", k in b and _same(v, b[k]))
+                continue
+            if k == "scores":
+                _compare_scores(v, b.get("scores") or [], report)
+                continue
+            if k == "reasoning":
+                _note(report, "results:reasoning", _same(v, b.get("reasoning")))
+                continue
+            if k == "trials":
+                for tk, tv in v.items():
+                    bt = b.get("trials") or {}
+                    _note(report, f"results:trials.{tk}", tk in bt and _same(tv, bt[tk]))
+                continue
+            if k == "usage":
+                continue  # compared per sample below
+            if k in ("startedAt", "endedAt", "durationMs") and not root:
+                _note(report, f"results:{k} (not a root)", k in b and _same_value(k, v, b[k]))
+                continue
+            if k in ("startedAt", "endedAt", "durationMs"):
+                _note(report, f"results:{k}", k in b and _same_value(k, v, b[k]))
+                continue
+            if k == "parentResultId" and v is None:
+                continue
+            _note(report, f"results:{k}", k in b and _same(v, b[k]))
+    for key, per in usage_a.items():
+        got = usage_b.get(key, {})
+        same = all(_same(per[r], got.get(r)) for r in per)
+        _note(report, "results:usage (per sample and role: tokens, cost)", same)
+        if not same:
+            _note(report, "results:usage", False)
+    for line in a_lines.values():
+        for u in line.get("usage") or ():
+            if "costSource" in u:
+                _note(report, "results:usage[].costSource", False)
+    # blobs
+    a_blobs = {p.name for p in (orig / "blobs").rglob("*") if p.is_file()} if (orig / "blobs").exists() else set()
+    b_blobs = {p.name for p in (back / "blobs").rglob("*") if p.is_file()} if (back / "blobs").exists() else set()
+    if a_blobs:
+        _note(report, "file:blobs", a_blobs <= b_blobs)
+
+
+def _same_value(member: str, a: Any, b: Any) -> bool:
+    if member in ("startedAt", "endedAt"):
+        try:
+            return parse_time(a) == parse_time(b)
+        except ValueError:
+            return False
+    return _same(a, b)
+
+
+def _compare_scores(a: list[dict], b: list[dict], report: FidelityReport) -> None:
+    if len(a) == 1 and len(b) == 1:
+        sa, sb = a[0], b[0]
+        _note(report, "results:scores[].value", _same(sa["value"], sb["value"]))
+        if "label" in sa:
+            _note(report, "results:scores[].label", sa["label"] == sb.get("label"))
+        _note(report, "results:scores[].metric", sa["metric"] == sb["metric"])
+        if "normalized" in sa:
+            _note(report, "results:scores[].normalized", _same(sa["normalized"], sb.get("normalized")))
+        return
+    by_metric = {s["metric"]: s for s in b}
+    if len(a) != len(b):
+        _note(report, "results:scores", False)
+    for sa in a:
+        sb = by_metric.get(sa["metric"])
+        _note(report, "results:scores[].metric", sb is not None)
+        if sb is None:
+            continue
+        _note(report, "results:scores[].value", _same(sa["value"], sb["value"]))
+        if "label" in sa:
+            _note(report, "results:scores[].label", sa["label"] == sb.get("label"))
+        if "normalized" in sa:
+            _note(report, "results:scores[].normalized", _same(sa["normalized"], sb.get("normalized")))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the registry's converters
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _run_import(src: Any, dst: Any, *, target_mode: str = "live", content_capture: str = "on", at: str | None = None,
+                key: str | None = None, **_: Any) -> None:
+    from_inspect(src, dst, target_mode=target_mode or "live", content_capture=content_capture or "on", at=at,
+                 key=key)
+
+
+def _run_export(src: Any, dst: Any, *, ignore_overlays: bool = False, **_: Any) -> None:
+    # the route's destination has no suffix of its choosing when it is a staging name: .eval unless it says .json
+    fmt = "json" if str(dst).lower().endswith(".json") else "eval"
+    to_inspect(src, dst, ignore_overlays=bool(ignore_overlays), fmt=fmt)
+
+
+def _converters() -> list[Any]:
+    from aefgate.converters.registry import Converter, Option
+
+    return [
+        Converter(
+            "inspect-to-aef", "inspect", "aef", _run_import,
+            options=[
+                Option("target_mode", "execution.targetMode: live, replayed, scripted or mocked (the converter's "
+                                      "claim, listed in imported.asserted)", str, "live"),
+                Option("content_capture", "on keeps the case content, explanations and answers; off none (RUN-11)",
+                       str, "on"),
+                Option("at", "the seal's sealedAt, RFC 3339 UTC (default: now)", str, None),
+                Option("key", "a private key (PKCS#8 PEM) that signs the seal", str, None),
+            ],
+            losses=LOSSES_FROM_INSPECT,
+            description="Inspect AI eval logs (.eval, .json) into AEF runs, sealed as ingest (interop/inspect.md)",
+        ),
+        Converter(
+            "aef-to-inspect", "aef", "inspect", _run_export,
+            options=[Option("ignore_overlays", "convert a run with overlay events without them (IN-4)", bool, False)],
+            losses=tuple(item for item, _ in LOSSES_TO_INSPECT),
+            description="AEF runs into Inspect AI eval logs (.json, or .eval) (interop/inspect.md)",
+        ),
+    ]
+
+
+CONVERTERS = _converters()
