@@ -24,35 +24,18 @@ from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.resultid import result_id
 from aefgate.formats.aef.times import now, parse_time
+from aefgate.formats.aef.vocab import CONTENT_KINDS, MEASURED_STATES, SEC6_ATTRIBUTES, STATES, TYPED_ABSENCES
 
 __all__ = ["RunBuilder", "BuiltRun", "CONTENT_KINDS", "MEASURED_STATES", "TYPED_ABSENCES"]
 
 SCHEMA_VERSION = "1.0"
 
-MEASURED_STATES = frozenset({"passed", "failed", "warn", "inconclusive", "scored"})  # [RES-1]
-TYPED_ABSENCES = ("not_measured", "not_applicable", "skipped", "error", "pending")  # [RES-1], [RES-2]
-STATES = MEASURED_STATES | frozenset(TYPED_ABSENCES)
-#: evidence kinds that are content: none is written under contentCapture off ([RUN-11])
-CONTENT_KINDS = frozenset({"judge_reasoning", "tool_call", "document", "input", "expected", "output", "transcript"})
 #: result members the builder derives; a node never carries them
 DERIVED = ("schemaVersion", "resultId", "parentResultId", "trial", "trials")
 #: aggregation members the builder derives from the children (given ones must agree)
 _AGG_COUNTS = ("measured", "total", "unmeasured")
 #: run.json members a RunBuilder sets itself (outside as-given mode)
 _CLOSING = ("status", "endedAt", "abortReason")
-#: OpenTelemetry attributes that hold content ([SEC-6])
-_OTEL_CONTENT_ATTRS = frozenset(
-    {
-        "gen_ai.input.messages",
-        "gen_ai.output.messages",
-        "gen_ai.system_instructions",
-        "gen_ai.tool.call.arguments",
-        "gen_ai.tool.call.result",
-        "gen_ai.evaluation.explanation",
-        "gen_ai.prompt",
-        "gen_ai.completion",
-    }
-)
 # member names that hold a credential ([RUN-10]: nothing in config or ext is a key, token or password)
 _SECRET_NAME = re.compile(
     r"(x[-_.]?)?api[-_.]?key|password|passwd|pwd|secret|client[-_.]?secret|secret[-_.]?key|private[-_.]?key"
@@ -812,7 +795,7 @@ class RunBuilder:
         for item, attrs, is_log in self._otlp_items(obj, signal):
             if self.content_off:
                 for a in attrs:
-                    if isinstance(a, dict) and a.get("key") in _OTEL_CONTENT_ATTRS:
+                    if isinstance(a, dict) and a.get("key") in SEC6_ATTRIBUTES:
                         raise Refusal("SEC-6", f"contentCapture is off: no {a['key']} is written", name)
                 if is_log and "body" in item:
                     raise Refusal("SEC-6", "contentCapture is off: no log record has a body", name)

@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from aefgate.errors import Refusal
+from aefgate.formats.aef.vocab import MEASURED_STATES
 
 __all__ = [
     "KINDS",
@@ -93,7 +94,7 @@ __all__ = [
 
 KINDS = frozenset({"score", "rate", "count", "duration", "cost", "verdict"})
 _VERDICT_KINDS = frozenset({"rate", "verdict"})
-_MEASURED_STATES = frozenset({"passed", "failed", "warn", "inconclusive", "scored"})
+_MEASURED_STATES = MEASURED_STATES
 _UNMEASURED_STATES = frozenset({"not_measured", "skipped", "error", "pending"})
 _LEFT_OUT_STATES = frozenset({"not_applicable"})
 STATES = _MEASURED_STATES | _UNMEASURED_STATES | _LEFT_OUT_STATES

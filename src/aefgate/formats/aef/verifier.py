@@ -38,6 +38,7 @@ from aefgate.formats.aef.schema import validator
 from aefgate.formats.aef.sealer import manifest_from, read_seal, seal_problems
 from aefgate.formats.aef.summary import LEFT_OUT, EntryAccumulator, measure, value_matches
 from aefgate.formats.aef.times import parse_time
+from aefgate.formats.aef.vocab import CONTENT_KINDS, SEC6_ATTRIBUTES
 
 LINE_FILES = (
     "results.ndjson",
@@ -50,22 +51,6 @@ LINE_FILES = (
 _LINE_FILES = frozenset(LINE_FILES)
 BLOCKING = frozenset({"encoding", "limit", "schema"})
 CLOSED = ("completed", "aborted")
-TYPED_ABSENCES = frozenset({"not_measured", "not_applicable", "skipped", "error", "pending"})
-MEASURED_STATES = frozenset({"passed", "failed", "warn", "inconclusive", "scored"})
-CONTENT_KINDS = frozenset({"judge_reasoning", "tool_call", "document", "input", "expected", "output", "transcript"})
-# [SEC-6]: attributes that carry content, refused in the traces and logs of a run with contentCapture off
-SEC6_ATTRIBUTES = frozenset(
-    {
-        "gen_ai.input.messages",
-        "gen_ai.output.messages",
-        "gen_ai.system_instructions",
-        "gen_ai.tool.call.arguments",
-        "gen_ai.tool.call.result",
-        "gen_ai.evaluation.explanation",
-        "gen_ai.prompt",
-        "gen_ai.completion",
-    }
-)
 # timestamp fields per document ([ENC-8]: a pattern cannot refuse 2026-02-31)
 _RUN_TIMES = ("startedAt", "endedAt")
 _STATE_CODE = {
@@ -257,11 +242,7 @@ class _RunVerifier:
             run = None
         metrics = self.read_doc("metrics.json", "metrics", required=True)
         closed = run is not None and run.get("status") in CLOSED
-        run_status_known = run is not None
         summary = self.read_doc("summary.json", "summary", required=closed)
-        if run is None and "run.json" in sc.files:
-            # an unreadable run.json: whether the summary is required cannot be known; read it if present
-            pass
         self.run = run
         self.closed = closed
         self.capture_off = run is not None and run.get("contentCapture") == "off"
