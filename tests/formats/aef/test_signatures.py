@@ -570,7 +570,10 @@ def test_private_keys_refused(tmp_path: Path) -> None:
         if path.is_file():
             text = str(err) + err.message + err.where
             for line in pem_body_lines(path.read_bytes().decode("latin-1")):
-                assert line not in text, f"{name}: key material in the message"
+                # a binary (DER) file splits into arbitrary short "lines" ("_"): only runs long enough to be key
+                # material are looked for
+                if len(line) >= 16:
+                    assert line not in text, f"{name}: key material in the message"
     load_private_key(ec_key)  # the key they were made from reads
 
 
