@@ -13,6 +13,18 @@ AEF = SHARED / "spec" / "aef"
 EXAMPLES = AEF / "interop" / "examples"
 CONFORMANCE = AEF / "conformance"
 SAMPLES = SHARED / "samples"
+# the complete, sealed example runs (../shared/spec/README.md)
+SEALED_EXAMPLE_RUNS = [
+    CONFORMANCE / "valid" / "completed-eval" / "run",
+    EXAMPLES / "aef-inspect" / "run",
+    EXAMPLES / "aef-inspect-edges" / "run",
+    EXAMPLES / "inspect-aef" / "run",
+    EXAMPLES / "inspect-aef" / "run-off",
+    EXAMPLES / "inspect-aef-edges" / "run",
+    EXAMPLES / "otel-aef" / "run",
+    EXAMPLES / "aef-otel-aef" / "run",
+    EXAMPLES / "aef-otel-aef-redteam" / "run",
+]
 
 
 def copy_run(src: Path, dst: Path) -> Path:

@@ -20,7 +20,7 @@ from aefgate.formats.aef.builder import BuiltRun, RunBuilder
 from aefgate.formats.aef.resultid import result_id
 from aefgate.formats.aef.schema import validator
 from aefgate.formats.aef.summary import value_matches
-from tests._shared import CONFORMANCE, EXAMPLES
+from tests._shared import EXAMPLES, SEALED_EXAMPLE_RUNS
 
 # -- the facts of a run, and comparing runs ---------------------------------------------------------------------------
 
@@ -171,17 +171,7 @@ def listing(folder: Path) -> list[str]:
 
 # -- rebuilding the worked examples ---------------------------------------------------------------------------------
 
-SEALED_EXAMPLES = [
-    CONFORMANCE / "valid" / "completed-eval" / "run",
-    EXAMPLES / "aef-inspect" / "run",
-    EXAMPLES / "aef-inspect-edges" / "run",
-    EXAMPLES / "inspect-aef" / "run",
-    EXAMPLES / "inspect-aef" / "run-off",
-    EXAMPLES / "inspect-aef-edges" / "run",
-    EXAMPLES / "otel-aef" / "run",
-    EXAMPLES / "aef-otel-aef" / "run",
-    EXAMPLES / "aef-otel-aef-redteam" / "run",
-]
+SEALED_EXAMPLES = SEALED_EXAMPLE_RUNS
 
 
 def rebuild(src: Path, out: Path, *, as_given: bool, **finish: Any) -> BuiltRun:

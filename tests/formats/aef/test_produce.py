@@ -14,7 +14,7 @@ from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.produce import produce
 from aefgate.formats.aef.schema import validator
 from aefgate.formats.aef.summary import summarize
-from tests._shared import CONFORMANCE, EXAMPLES
+from tests._shared import SEALED_EXAMPLE_RUNS
 from tests.formats.aef.test_builder import (
     assert_same_lines,
     assert_same_summary,
@@ -68,17 +68,7 @@ def scenario_of(run_dir: Path) -> dict:
     }
 
 
-EXAMPLE_RUNS = [
-    CONFORMANCE / "valid" / "completed-eval" / "run",
-    EXAMPLES / "aef-inspect" / "run",
-    EXAMPLES / "aef-inspect-edges" / "run",
-    EXAMPLES / "inspect-aef" / "run",
-    EXAMPLES / "inspect-aef" / "run-off",
-    EXAMPLES / "inspect-aef-edges" / "run",
-    EXAMPLES / "otel-aef" / "run",
-    EXAMPLES / "aef-otel-aef" / "run",
-    EXAMPLES / "aef-otel-aef-redteam" / "run",
-]
+EXAMPLE_RUNS = SEALED_EXAMPLE_RUNS
 
 
 def judge(out: Path, scenario: dict, expected_lines: list[dict], count: int) -> None:

@@ -178,37 +178,22 @@ def _list_overlays(root: Path) -> _Listing:
         out.unexpected.append(OVERLAYS)  # a file, a link or a device where the folder should be
         out.count = 1
         return out
-    stack: list[tuple[str, str]] = [(OVERLAYS + "/", str(top))]
-    while stack:
-        rel, absdir = stack.pop()
-        try:
-            it = os.scandir(absdir)
-        except OSError:
-            continue
-        with it:
-            for entry in it:
-                relpath = rel + entry.name
-                try:
-                    mode = entry.stat(follow_symlinks=False).st_mode
-                except OSError:
-                    continue
-                if stat.S_ISDIR(mode):
-                    stack.append((relpath + "/", entry.path))  # an empty folder is ignored ([RUN-3]'s reading)
-                    continue
-                out.count += 1
-                regular = stat.S_ISREG(mode)
-                if regular and rel == OVERLAYS + "/":
-                    if entry.name == "events.ndjson":
-                        out.events = True
-                        continue
-                    m = _SEAL_NAME.match(entry.name)
-                    if m:
-                        out.seals[int(m.group(1))] = relpath
-                        continue
-                    if _SIG_NAME.match(entry.name):
-                        out.signatures.add(int(_SIG_NAME.match(entry.name).group(1)))
-                        continue
-                out.unexpected.append(relpath)
+    for relpath, st in runfs.walk(top, OVERLAYS + "/"):  # an empty folder is ignored ([RUN-3]'s reading)
+        out.count += 1
+        name = relpath[len(OVERLAYS) + 1 :]
+        if stat.S_ISREG(st.st_mode) and "/" not in name:
+            if name == "events.ndjson":
+                out.events = True
+                continue
+            m = _SEAL_NAME.match(name)
+            if m:
+                out.seals[int(m.group(1))] = relpath
+                continue
+            m = _SIG_NAME.match(name)
+            if m:
+                out.signatures.add(int(m.group(1)))
+                continue
+        out.unexpected.append(relpath)
     return out
 
 
@@ -849,6 +834,21 @@ def _locked_events(root: Path) -> Iterator[int]:
         os.close(fd)  # releases the lock
 
 
+def _shared_chain(root: Path, run: "_Run") -> "ChainReport":
+    """The chain, read while no writer holds the events file's exclusive lock."""
+    import fcntl
+
+    try:
+        fd = os.open(root / EVENTS, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:  # absent (no decision yet), or not a file: the chain reports it
+        return _chain(root, run)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return _chain(root, run)
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def _create_new(path: Path, data: bytes) -> None:
     """Write a new file in full, then put it in place under its name only if nothing has that name yet (a hard
     link, which is atomic and never replaces a file); an existing file is a Refusal (exit 1)."""
@@ -978,8 +978,9 @@ def decide(
         if runfs.blob_path(blob) not in sealed:
             raise _refuse("OVL-1", f"no blob {blob} is sealed in this run", "--blob")
 
-    # preflight (no lock, nothing written): refuse a chain that cannot take a batch
-    refusal = _chain_refusal(_chain(root, run))
+    # preflight (nothing written): refuse a chain that cannot take a batch; read under a shared lock, so another
+    # writer's batch is seen whole or not at all (its line is never taken for an interrupted write)
+    refusal = _chain_refusal(_shared_chain(root, run))
     if refusal is not None:
         raise refusal
 

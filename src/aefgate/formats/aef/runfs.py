@@ -14,6 +14,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from aefgate.formats.aef.jsonio import MAX_FILES
 
@@ -66,12 +67,12 @@ class Scan:
     too_many: bool = False
 
 
-def scan(run_dir: str | Path, *, max_files: int = MAX_FILES) -> Scan:
-    """Walk ``run_dir`` with lstat only; never follow a link. Paths use ``/``."""
-    root = os.fspath(run_dir)
-    out = Scan()
-    count = 0
-    stack = [("", root)]
+def walk(top: str | Path, prefix: str = "") -> Iterator[tuple[str, os.stat_result]]:
+    """Every entry below ``top`` that is not a folder, as ``(prefix + relative path, lstat result)``.
+
+    Entries are examined with ``lstat`` only: a link is reported as the link, never followed or opened, and
+    folders are descended into (an empty folder yields nothing)."""
+    stack = [(prefix, os.fspath(top))]
     while stack:
         rel, absdir = stack.pop()
         try:
@@ -80,27 +81,34 @@ def scan(run_dir: str | Path, *, max_files: int = MAX_FILES) -> Scan:
             continue
         with it:
             for entry in it:
-                name = entry.name
-                relpath = f"{rel}{name}"
-                in_overlays = relpath == OVERLAYS or relpath.startswith("overlays/")
+                relpath = rel + entry.name
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                mode = st.st_mode
-                if stat.S_ISDIR(mode):
+                if stat.S_ISDIR(st.st_mode):
                     stack.append((relpath + "/", entry.path))
-                elif stat.S_ISREG(mode):
-                    if in_overlays:
-                        out.overlay_files[relpath] = st.st_size
-                    else:
-                        count += 1
-                        if count > max_files:
-                            out.too_many = True
-                            return out
-                        out.files[relpath] = st.st_size
                 else:
-                    (out.overlay_special if in_overlays else out.special).append(relpath)
+                    yield relpath, st
+
+
+def scan(run_dir: str | Path, *, max_files: int = MAX_FILES) -> Scan:
+    """Walk ``run_dir`` with lstat only; never follow a link. Paths use ``/``."""
+    out = Scan()
+    count = 0
+    for relpath, st in walk(run_dir):
+        in_overlays = relpath == OVERLAYS or relpath.startswith("overlays/")
+        if stat.S_ISREG(st.st_mode):
+            if in_overlays:
+                out.overlay_files[relpath] = st.st_size
+            else:
+                count += 1
+                if count > max_files:
+                    out.too_many = True
+                    return out
+                out.files[relpath] = st.st_size
+        else:
+            (out.overlay_special if in_overlays else out.special).append(relpath)
     return out
 
 
