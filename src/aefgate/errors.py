@@ -10,6 +10,17 @@ failure (a run that does not verify), 0 otherwise.
 
 from __future__ import annotations
 
+import re
+
+# Control characters (C0, DEL, C1) and the Unicode line/paragraph separators: a refusal is printed as
+# one line, so whatever an input put in a name or message is shown escaped, never as a line break.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control character written as an escape (``\\n``, ``\\x00`` ...)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
 EXIT_OK = 0
 EXIT_INTEGRITY = 1
 EXIT_INPUT = 2
@@ -31,8 +42,8 @@ class Refusal(Exception):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        loc = f" at {self.where}" if self.where else ""
-        return f"[{self.rule}]{loc}: {self.message}"
+        loc = f" at {one_line(self.where)}" if self.where else ""
+        return f"[{self.rule}]{loc}: {one_line(self.message)}"
 
     def to_json(self) -> dict:
         return {"error": {"rule": self.rule, "where": self.where, "message": self.message}}

@@ -13,6 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from aefgate.errors import one_line
+
 _console: Console | None = None
 
 
@@ -36,8 +38,8 @@ def emit_json(value: Any) -> None:
 
 def error_line(rule: str, where: str, message: str) -> str:
     """``error [RULE] at WHERE: message`` (``at WHERE`` left out when there is no place)."""
-    loc = f" at {where}" if where else ""
-    return f"error [{rule}]{loc}: {message}"
+    loc = f" at {one_line(where)}" if where else ""
+    return f"error [{rule}]{loc}: {one_line(message)}"
 
 
 def print_error(rule: str, where: str, message: str) -> None:

@@ -744,6 +744,18 @@ def test_a_nul_in_a_name_is_refused(tmp_path):
     assert "NUL" in refused(lambda: open_log(p), "IN-FMT-3").message
 
 
+def test_a_name_with_line_breaks_is_refused_on_one_line(tmp_path):
+    """A damaged directory can put CR/LF (and NUL) into a member name: the refusal still prints as one line,
+    the name escaped, and `where` keeps the raw name for --json."""
+    data = _zip_bytes(_base([("samples/nul_epoch_1.json", b"{}")]))
+    data = bytearray(bytes(data).replace(b"samples/nul_epoch", b"samples/\r\n\x00_epoch"))
+    p = tmp_path / "breaks.eval"
+    p.write_bytes(data)
+    r = refused(lambda: open_log(p), "IN-FMT-3")
+    assert r.where == f"{p}!samples/\r\n\x00_epoch_1.json"
+    assert "samples/\\r\\n\\x00_epoch_1.json" in str(r) and "\n" not in str(r)
+
+
 @pytest.mark.parametrize("method", ["deflate", "zstd"])
 @pytest.mark.parametrize("member", ["header.json", "samples/x_epoch_1.json"])
 def test_a_bomb_with_a_lying_declared_size_is_stopped_while_streaming(tmp_path, method, member):
