@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import aefgate
 from aefgate.converters import inspect_aef as ia
@@ -342,6 +344,24 @@ def test_a_run_that_does_not_verify_is_refused_in11(tmp_path: Path) -> None:
     assert not (tmp_path / "out.json").exists()
 
 
+def test_an_import_whose_run_does_not_verify_is_refused_in11(tmp_path: Path) -> None:
+    """IN-11 on the way in: a blob damaged on disk while the import runs (after it was written, before the seal)
+    is found by the verification that precedes the seal: exit 1, nothing at the destination, no temporary left."""
+    log = open_log(SAMPLES / "inspect" / "basic.eval")
+    out = tmp_path / "out"
+
+    def damage(done: int, total: int | None) -> None:
+        if done == 1:
+            blob = next(p for p in tmp_path.rglob("blobs/sha256/*/*") if p.is_file())
+            blob.write_bytes(blob.read_bytes() + b"!")
+
+    with pytest.raises(Refusal) as e:
+        ia.import_log(log.header, log.samples(), out, target_mode="scripted", progress=damage)
+    assert (e.value.rule, e.value.exit_code) == ("IN-11", 1), e.value
+    assert "blobs/sha256/" in e.value.where
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_overlays_ignored_give_the_same_log(tmp_path: Path) -> None:
     """IN-4: with --ignore-overlays the sealed lines are converted, exactly as the run without overlays."""
     with_overlays = prepare("aef-inspect", "input", tmp_path)
@@ -404,6 +424,39 @@ def test_jcs_rfc8785() -> None:
     for bad in (math.nan, math.inf, "\udc00", {"\ud800": 1}):
         with pytest.raises(ValueError):
             ia.jcs([bad])
+
+
+_json_leaf = (st.none() | st.booleans() | st.integers(min_value=-(2**60), max_value=2**60)
+              | st.floats(allow_nan=False, allow_infinity=False) | st.text())
+_json_values = st.recursive(_json_leaf, lambda inner: st.lists(inner, max_size=4)
+                            | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=20)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_json_values, max_size=4) | st.dictionaries(st.text(max_size=6), _json_values, max_size=4))
+def test_jcs_fast_path_is_the_exact_writer(value: Any) -> None:
+    """msgspec's fast path gives byte for byte what the value-by-value JCS writer gives (text of any code points,
+    integers either side of 2^53, floats), or leaves the value to it."""
+    try:
+        exact = ia._jcs_exact(value)
+    except ValueError:
+        with pytest.raises(ValueError):
+            ia.jcs(value)
+        return
+    assert ia.jcs(value) == exact
+
+
+def test_jcs_fast_path_leaves_what_is_not_json_to_the_exact_writer() -> None:
+    for value in ([b"x"], [{1, 2}], {"a": (1, 2)}, [2**53 + 1], [-(2**53) - 1], [2**53], [10**20 + 0.5],
+                  {"\ue000": 1, "\U0001f600": 2}, [1.0], [1e16], [1e-7], [-0.0], [0.00018391300000075717],
+                  ["12345678901234567"], [math.nan], [math.inf]):
+        try:
+            exact = ia._jcs_exact(value)
+        except ValueError:
+            with pytest.raises(ValueError):
+                ia.jcs(value)
+            continue
+        assert ia.jcs(value) == exact
 
 
 @pytest.mark.parametrize("name, encoded", [
@@ -860,3 +913,93 @@ def test_write_log_round_trip_keeps_nan(tmp_path: Path) -> None:
     header, samples = ia.export_run(EXAMPLES / "aef-inspect" / "input")
     write_log(tmp_path / "x.json", header, samples, fmt="json")
     assert b"NaN" in (tmp_path / "x.json").read_bytes()
+
+
+# -- the event transcript: checked from the text the reader measured, or walked ----------------------------------
+
+
+def _log_file_with_events(tmp_path: Path, events_json: str) -> Path:
+    """inspect-aef-edges' log.json with ``"events": <events_json>`` added to its first sample, as text."""
+    text = (EXAMPLES / "inspect-aef-edges" / "log.json").read_text("utf-8")
+    at = text.index("{", text.index('"samples": ['))
+    p = tmp_path / "log.json"
+    p.write_text(text[:at + 1] + f'"events": {events_json}, ' + text[at + 1:], "utf-8")
+    return p
+
+
+def _nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize("events, rule", [
+    ('[{"event": "info", "data": "\\ud800"}]', "IN-6"),  # an unpaired surrogate, escaped
+    ('[{"event": "info", "data": {"\\udc00": 1}}]', "IN-6"),  # ... in a member name
+    ('[{"event": "info", "data": ' + "9" * 400 + "}]", "IN-6"),  # beyond binary64
+    ('[{"event": "info", "data": ' + _nested(60) + "}]", "IN-6"),  # events (4)/0 (5)/data (6..65)
+    ('[{"event": "info", "data": "\\ud83d\\ude00 ' + "1" * 400 + '"}]', None),  # a pair, digits in a string
+    ('[{"event": "info", "data": ' + _nested(59) + "}]", None),  # depth 64: the deepest allowed
+    ('[{"event": "info", "data": ' + _nested(30) + "}]", None),  # cleared by the facts
+    ('[{"event": "score", "score": {"value": NaN}}]', None),  # Inspect's unscored value
+])
+def test_events_are_checked_through_the_reader(tmp_path: Path, events: str, rule: str | None) -> None:
+    """The transcript is not carried, but a log whose events AEF could not hold is refused (IN-6), whether the
+    reader's text facts clear it or the walk has to look: the same answers both ways."""
+    p = _log_file_with_events(tmp_path, events)
+    first = next(open_log(p).samples())
+    assert first.facts is not None and first["events"]
+    cleared = "\\u" not in events and "9" * 309 not in events and "1" * 309 not in events and events.count("[") < 40
+    assert ia._events_plain(first) == cleared
+    header, samples = _log()
+    plain = [dict(s) for s in open_log(p).samples()]  # no facts: walked
+    for source, out in ((lambda: open_log(p).samples(), "a"), (lambda: iter(plain), "b")):
+        log = open_log(p)
+        if rule is None:
+            ia.import_log(log.header, source(), tmp_path / out, at=AT)
+            assert verify_run(tmp_path / out).outcome == "intact"
+        else:
+            with pytest.raises(Refusal) as e:
+                ia.import_log(log.header, source(), tmp_path / out, at=AT)
+            assert e.value.rule == rule and e.value.where.startswith("/samples/0/events"), e.value
+            assert not (tmp_path / out).exists()
+
+
+_facts_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) \
+    | st.text(alphabet=st.characters(blacklist_categories=()), max_size=5) \
+    | st.text(alphabet='[]{}"\\\nu0d8', max_size=8)  # brackets, quotes and escapes inside strings
+_facts_keys = st.text(max_size=3) | st.text(alphabet='[]{}"\\', max_size=4)
+_facts_values = st.recursive(_facts_leaf, lambda inner: st.lists(inner, max_size=3)
+                             | st.dictionaries(_facts_keys, inner, max_size=3), max_leaves=25)
+
+
+def _depth(v: Any) -> int:
+    if isinstance(v, dict):
+        return 1 + max((_depth(x) for x in v.values()), default=0)
+    if isinstance(v, list):
+        return 1 + max((_depth(x) for x in v), default=0)
+    return 0
+
+
+def _has_surrogate(v: Any) -> bool:
+    if isinstance(v, str):
+        return any("\ud800" <= c <= "\udfff" for c in v)
+    if isinstance(v, dict):
+        return any(_has_surrogate(k) or _has_surrogate(x) for k, x in v.items())
+    if isinstance(v, list):
+        return any(_has_surrogate(x) for x in v)
+    return False
+
+
+@settings(max_examples=600, deadline=None)
+@given(_facts_values, st.booleans())
+def test_text_facts_agree_with_a_walk(value: Any, ascii_only: bool) -> None:
+    """depth is the value's nesting, brackets inside strings ignored; an unpaired surrogate is always seen."""
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    if not ascii_only and _has_surrogate(value):
+        return  # not UTF-8 text: the reader refuses it before any facts
+    facts = jsontext.text_facts(text)
+    assert facts.depth == _depth(value)
+    assert jsontext.text_facts(text.encode("utf-8", "surrogatepass")).depth == facts.depth
+    if _has_surrogate(value):
+        assert facts.surrogate_escapes
+    if not ascii_only and not _has_surrogate(value) and "\\u" not in text:
+        assert not facts.surrogate_escapes

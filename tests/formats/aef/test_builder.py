@@ -537,6 +537,41 @@ def test_blobs_are_content_addressed_and_stored_once(tmp_path: Path):
     assert_verifies(out)
 
 
+def test_many_blobs_are_all_written_before_the_run_closes(tmp_path: Path):
+    """Past the first blobs, blobs are written by the builder's writer process: all of them, byte for byte, before
+    finish() seals."""
+    out = tmp_path / "run"
+    blobs = [f"blob {i} ".encode() * (1 + i % 50) for i in range(3000)]
+    with builder(out) as b:
+        digests = [b.add_blob(d) for d in blobs]
+        b.add_case("c", leaf("q", reasoning={"blob": digests[-1], "bytes": len(blobs[-1])}))
+        b.finish(ended_at=END, seal="producer")
+    for d, data in zip(digests, blobs):
+        assert (out / "blobs" / "sha256" / d[7:9] / d[7:]).read_bytes() == data
+    assert verify(out).outcome == "intact"
+
+
+@pytest.mark.parametrize("before", [0, 2000])
+def test_a_blob_that_cannot_be_written_fails_the_run_and_leaves_nothing(tmp_path: Path, before: int):
+    """A blob that cannot be created (here: its file exists already, so the exclusive create fails) fails the run
+    with the OSError it was, whether it was written in the process (the first blobs) or by the writer process
+    (later ones); the temporary folder is removed."""
+    out = tmp_path / "run"
+    data = b"taken"
+    hexd = hashlib.sha256(data).hexdigest()
+    with pytest.raises(FileExistsError):
+        with builder(out) as b:
+            taken = b._tmp / "blobs" / "sha256" / hexd[:2] / hexd
+            taken.parent.mkdir(parents=True)
+            taken.write_bytes(b"in the way")
+            for i in range(before):
+                b.add_blob(f"blob {i}")
+            b.add_blob(data)
+            b.add_case("c", leaf("q"))
+            b.finish(ended_at=END)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_evidence_records(tmp_path: Path):
     out = tmp_path / "run"
     with builder(out) as b:

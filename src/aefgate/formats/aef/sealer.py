@@ -253,6 +253,15 @@ def check_seal(run_dir: str | Path, *, withheld_ok: set[str] | frozenset[str] = 
     return SealCheck(man.text, man.run_hash, problems)
 
 
+class NotVerified(Refusal):
+    """:func:`seal_run`'s refusal of a run that does not verify; ``problems`` lists what the verification found
+    (a converter that wrote the run turns this into its own integrity refusal, e.g. IN-11)."""
+
+    def __init__(self, problems: list[tuple[str, str]], rule: str, message: str, where: str = ""):
+        super().__init__(rule, message, where)
+        self.problems = problems
+
+
 def seal_run(run_dir: str | Path, *, sealed_by: str = "producer", sealed_at: str | None = None) -> str:
     """Seal a closed run: write ``seal.json`` ([SEAL-5]) and return the run hash.
 
@@ -297,7 +306,8 @@ def seal_run(run_dir: str | Path, *, sealed_by: str = "producer", sealed_at: str
         path, code = v.problems[0]
         more = f" (and {len(v.problems) - 1} more)" if len(v.problems) > 1 else ""
         rule = "SEAL-1" if sealed_by == "ingest" else "RUN-4"
-        raise Refusal(
+        raise NotVerified(
+            v.problems,
             rule,
             f"the run does not verify, refusing to seal it: {code} at {path}{more}; `aefgate verify` lists them",
             path,

@@ -13,7 +13,7 @@ is accepted, refused and written.
 """
 
 from aefgate.formats.inspect.jsontext import MAX_VALUE_CHARS
-from aefgate.formats.inspect.reader import InspectLog, open_log, resolve_events_data
+from aefgate.formats.inspect.reader import InspectLog, Sample, open_log, resolve_events_data
 from aefgate.formats.inspect.writer import write_log
 from aefgate.formats.inspect.zipsafe import (
     MAX_DIRECTORY,
@@ -24,6 +24,7 @@ from aefgate.formats.inspect.zipsafe import (
 )
 
 __all__ = [
+    "Sample",
     "InspectLog",
     "open_log",
     "write_log",

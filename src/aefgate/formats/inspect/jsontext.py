@@ -297,8 +297,9 @@ class JsonStream:
     def at_end(self) -> bool:
         return self.peek() == ""
 
-    def value(self) -> Any:
-        """Parse the JSON value at the current position (after white space)."""
+    def value(self, *, facts: bool = False) -> Any:
+        """Parse the JSON value at the current position (after white space); with ``facts``, return
+        ``(value, TextFacts)``."""
         self.skip_ws()
         while True:
             start = self.pos
@@ -329,6 +330,8 @@ class JsonStream:
                 self._grow(start)
                 continue
             self.pos = end
+            if facts:
+                return obj, text_facts(self.buf, start, end)
             return obj
 
     def _grow(self, start: int) -> None:
@@ -339,11 +342,12 @@ class JsonStream:
         self._read_more(max(READ_CHUNK, size))
 
 
-def loads(data: bytes | str, where: str) -> Any:
+def loads(data: bytes | str, where: str, *, facts: bool = False) -> Any:
     """Read one JSON text (a whole member of a ``.eval``) as :mod:`json` does, with Inspect's ``NaN``.
 
     Refuses (``IN-6``) invalid UTF-8, a byte-order mark, infinities, literals beyond binary64, a member name
-    twice in one object, trailing text, with ``<where>:<line>:<column>``.
+    twice in one object, trailing text, with ``<where>:<line>:<column>``. With ``facts``, returns
+    ``(value, TextFacts)``.
     """
     if isinstance(data, (bytes, bytearray, memoryview)):
         data = bytes(data)
@@ -365,7 +369,72 @@ def loads(data: bytes | str, where: str) -> Any:
     value = stream.value()
     if not stream.at_end():
         raise stream.refuse(RULE_JSON, "not JSON: text after the value")
+    if facts:  # white space around the value changes none of its facts
+        return value, text_facts(data if isinstance(data, bytes) else text)
     return value
+
+
+# -- what a value's text says about it -----------------------------------------------------------------------------
+
+# Bytes tables for text_facts: what is not a bracket, a quote or a backslash is deleted; digits become "0", the
+# rest " ". Translating is a table lookup per byte in C, much faster than a regular expression over the text.
+_KEEP = b'[]{}"'
+_DROP_ALL_BUT_STRUCTURE = bytes(b for b in range(256) if b not in _KEEP)
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_STRING = re.compile(rb'"[^"]*"')  # a string once its escaped backslashes and quotes are gone
+_EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+LONG_DIGITS = 309  # an integer literal beyond binary64 (about 1.8e308) has at least this many digits
+_LONG_RUN = b"0" * LONG_DIGITS
+
+
+class TextFacts:
+    """What the JSON text of one value (read by this module, so well formed) says about the value, found by
+    regular expressions over the text instead of a walk over the value:
+
+    - ``depth``: the nesting depth of its arrays and objects (a top-level object is 1, a scalar 0);
+    - ``surrogate_escapes``: a ``\\uD800``..``\\uDFFF`` escape occurs (a pair's half, or an unpaired surrogate:
+      only an escape can put a surrogate into a string read from UTF-8);
+    - ``long_digit_runs``: a run of :data:`LONG_DIGITS` digits occurs (in a string, or an integer literal beyond
+      binary64).
+
+    ``surrogate_escapes`` and ``long_digit_runs`` are "maybe"s (false means none); ``depth`` is exact.
+    """
+
+    __slots__ = ("depth", "surrogate_escapes", "long_digit_runs")
+
+    def __init__(self, depth: int, surrogate_escapes: bool, long_digit_runs: bool):
+        self.depth = depth
+        self.surrogate_escapes = surrogate_escapes
+        self.long_digit_runs = long_digit_runs
+
+    def __repr__(self) -> str:
+        return (f"TextFacts(depth={self.depth}, surrogate_escapes={self.surrogate_escapes}, "
+                f"long_digit_runs={self.long_digit_runs})")
+
+
+def text_facts(text: str | bytes, start: int = 0, end: int | None = None) -> TextFacts:
+    """The :class:`TextFacts` of the well-formed JSON value ``text[start:end]`` (UTF-8 bytes, or str)."""
+    if start or end is not None:
+        text = text[start:end]
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    plain = data
+    if b"\\" in plain:  # an escaped backslash, then an escaped quote, go: no quote left is not a string's end
+        plain = plain.replace(b"\\\\", b"").replace(b'\\"', b"")
+    structure = plain.translate(None, _DROP_ALL_BUT_STRUCTURE)  # brackets, strings reduced to their brackets
+    # removing two adjacent quotes keeps the pairing of the others: an empty string goes, or two strings side by
+    # side become one string holding both contents; brackets outside strings stay
+    structure = structure.replace(b'""', b"")
+    if b'"' in structure:
+        structure = _STRING.sub(b"", structure)
+    depth = 0
+    while structure:  # each pass removes the innermost pairs: as many passes as levels
+        structure, n = _EMPTY_PAIR.subn(b"", structure)
+        if not n:  # pragma: no cover - the text was read as JSON, so its brackets pair up
+            raise ValueError("brackets that do not pair up")
+        depth += 1
+    surrogate = b"\\u" in data and _SURROGATE_ESCAPE.search(data) is not None
+    return TextFacts(depth, surrogate, _LONG_RUN in data.translate(_DIGITS_AS_ZERO))
 
 
 # -- writing ------------------------------------------------------------------------------------------------------

@@ -57,6 +57,20 @@ def _sort_key(epoch: int, sample_id: str) -> tuple[int, str]:
     return epoch, sample_id.zfill(20) if _INT_ID.match(sample_id) else sample_id
 
 
+class Sample(dict):
+    """One sample as read from a log: the dict of its JSON, with ``facts``, the :class:`~.jsontext.TextFacts` of
+    its text (measured before ``events_data`` was resolved, which nests pool entries at most 3 levels deeper)."""
+
+    __slots__ = ("facts",)
+
+    def __init__(self, value: dict, facts: jsontext.TextFacts):
+        super().__init__(value)
+        self.facts = facts
+
+
+RESOLVE_EXTRA_DEPTH = 3  # resolving events_data: a call pool entry goes from depth 4 to 7 (events/n/call/request/key/n)
+
+
 class InspectLog:
     """An Inspect eval log opened for reading (see :func:`open_log`).
 
@@ -81,7 +95,7 @@ class InspectLog:
         self.sample_count = None
         self.from_journal = False
 
-    def samples(self, *, resolve_events: bool = True) -> Iterator[dict]:  # pragma: no cover - abstract
+    def samples(self, *, resolve_events: bool = True) -> Iterator[Sample]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def summaries(self) -> list[dict] | None:
@@ -155,12 +169,14 @@ class _EvalLog(InspectLog):
             header["reductions"] = self._json(f, REDUCTIONS_JSON)
         return header
 
-    def samples(self, *, resolve_events: bool = True) -> Iterator[dict]:
+    def samples(self, *, resolve_events: bool = True) -> Iterator[Sample]:
         with self.archive.open() as f:
             for name in self._sample_names:
-                sample = self._json(f, name)
-                if not isinstance(sample, dict):
+                value, facts = jsontext.loads(self.archive.read(f, self._members[name]), f"{self.path}!{name}",
+                                              facts=True)
+                if not isinstance(value, dict):
                     raise self.archive.refuse(rules.SAMPLES, "a sample that is not a JSON object", name)
+                sample = Sample(value, facts)
                 if resolve_events:
                     sample = resolve_events_data(sample, f"{self.path}!{name}")
                 yield sample
@@ -234,7 +250,7 @@ class _JsonLog(InspectLog):
         self.header = header
         self.sample_count = count
 
-    def samples(self, *, resolve_events: bool = True) -> Iterator[dict]:
+    def samples(self, *, resolve_events: bool = True) -> Iterator[Sample]:
         if self._samples_at is None:
             return
         offset, line, column = self._samples_at
@@ -259,10 +275,10 @@ def _elements(s: jsontext.JsonStream) -> Iterator[dict]:
     while True:
         s.skip_ws()
         at = s.pos
-        value = s.value()
+        value, facts = s.value(facts=True)
         if not isinstance(value, dict):
             raise s.refuse(rules.SAMPLES, "a sample that is not a JSON object", at)
-        yield value
+        yield Sample(value, facts)
         if s.expect(",]", "',' or ']'") == "]":
             return
 
