@@ -112,8 +112,19 @@ def scan(run_dir: str | Path, *, max_files: int = MAX_FILES) -> Scan:
     return out
 
 
-def sha256_file(path: str | Path, *, on_chunk=None) -> str:
-    """The SHA-256 of a file's bytes, read in 1 MiB chunks ([SEAL-2])."""
+def sha256_file(path: str | Path, *, on_chunk=None, size_hint: int | None = None) -> str:
+    """The SHA-256 of a file's bytes, read in 1 MiB chunks ([SEAL-2]). With ``size_hint`` (the size a scan saw)
+    below a chunk, the file is read in one call, without the chunk buffer (a run holds blobs by the ten thousand,
+    most of them small); bytes beyond the hint are still read and hashed."""
+    if size_hint is not None and size_hint < _HASH_CHUNK and on_chunk is None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            h = hashlib.sha256(os.read(fd, size_hint + 1))
+            while chunk := os.read(fd, _HASH_CHUNK):
+                h.update(chunk)
+        finally:
+            os.close(fd)
+        return h.hexdigest()
     h = hashlib.sha256()
     with open(path, "rb", buffering=0) as f:
         buf = bytearray(_HASH_CHUNK)

@@ -258,7 +258,7 @@ class _RunVerifier:
             if size > jsonio.MAX_BLOB:
                 self.add(p, "limit")
                 continue
-            h = runfs.sha256_file(self.root / p)
+            h = runfs.sha256_file(self.root / p, size_hint=size)
             self.digests[p] = (h, size)
             if h != m.group(2):
                 self.x(p, "blob-digest")
