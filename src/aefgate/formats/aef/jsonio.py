@@ -287,8 +287,12 @@ def dumps(obj: Any) -> bytes:
     """Compact JSON, UTF-8, integers in plain digits; refuses NaN and infinities ([ENC-3])."""
     if not isinstance(obj, (dict, list)):
         obj = msgspec.to_builtins(obj)
-    _check_finite(obj)
-    return _writer.encode(obj)
+    out = _writer.encode(obj)
+    # msgspec writes NaN and the infinities as null: bytes without "null" held only finite numbers, and the walk
+    # that finds the offending number is needed only when "null" occurs (a null, or the word in a string)
+    if b"null" in out:
+        _check_finite(obj)
+    return out
 
 
 def dump_line(obj: Any) -> bytes:

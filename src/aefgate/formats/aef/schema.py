@@ -19,9 +19,12 @@ Semantics (exactly JSON Schema 2020-12 for the keywords these schemas use, plus 
 
 * Keywords: ``type enum const pattern minLength maxLength minimum maximum exclusiveMinimum
   exclusiveMaximum required properties additionalProperties items minItems maxItems uniqueItems
-  minProperties $ref $defs allOf anyOf oneOf not if then else``. Annotations (``description
-  title $comment format $schema $id default examples deprecated``) are ignored; ``format`` is
-  never asserted ([ENC-16]). Any other keyword raises :class:`SchemaError` at compile time.
+  minProperties propertyNames $ref $defs allOf anyOf oneOf not if then else``. Annotations
+  (``description title $comment format $schema $id default examples deprecated``, and for
+  :func:`compile_schemas` the keywords with a given prefix, such as AEP's ``x-aep-capture``) are
+  ignored; ``format`` is never asserted ([ENC-16]). Any other keyword raises
+  :class:`SchemaError` at compile time. :func:`compile_schemas` compiles schema documents
+  kept elsewhere (the AEP schemas in ``formats/aep/schemas``) with the same generator.
 * ``$ref`` resolves against the ``$id`` of the schema that holds it (so ``common.schema.json#/...``
   is the same side's ``common``); fragments are JSON pointers. A ``$ref`` that recurs is compiled
   as a call to a named helper, so recursive schemas cannot recurse the generator.
@@ -73,7 +76,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote, urljoin, urldefrag
 
-__all__ = ["SCHEMA_NAMES", "SchemaError", "is_valid", "validator"]
+__all__ = ["SCHEMA_NAMES", "SchemaError", "compile_schemas", "is_valid", "validator"]
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 SIDES = ("reader", "writer")
@@ -183,6 +186,18 @@ def _pmatch(search: Callable, memo: set, x: str) -> bool:
     return True
 
 
+def _pmatch_or_no(search: Callable, memo: set, nmemo: set, x: str) -> bool:
+    """:func:`_pmatch`, remembering a failure too (in ``nmemo``): for the conditions of ``if``
+    and ``propertyNames``, where failing is as common as matching."""
+    if _pmatch(search, memo, x):
+        return True
+    if type(x) is str and len(x) <= _MEMO_LEN:
+        if len(nmemo) >= _MEMO:
+            nmemo.clear()
+        nmemo.add(x)
+    return False
+
+
 def _index(items: list, item: Any) -> int:
     """The position of ``item`` in ``items``, by identity: the items are validated in order,
     and an object identical to an earlier one would have failed there first."""
@@ -279,6 +294,7 @@ _RUNTIME = {
     "_in_enum": _in_enum,
     "_uniq": _uniq,
     "_pmatch": _pmatch,
+    "_pmatch_or_no": _pmatch_or_no,
     "_esc": _esc,
     "_index": _index,
     "_show": _show,
@@ -566,14 +582,15 @@ _ANNOTATIONS = frozenset(
 _KEYWORDS = frozenset(
     ["type", "enum", "const", "pattern", "minLength", "maxLength", "minimum", "maximum",
      "exclusiveMinimum", "exclusiveMaximum", "required", "properties", "additionalProperties",
-     "items", "maxItems", "minItems", "uniqueItems", "minProperties", "$ref", "allOf", "anyOf",
-     "oneOf", "not", "if", "then", "else", "$defs"]
+     "items", "maxItems", "minItems", "uniqueItems", "minProperties", "propertyNames", "$ref",
+     "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$defs"]
 )
 _TYPES = frozenset(["object", "array", "string", "number", "integer", "boolean", "null"])
 _GROUPS = (
     ("string", ("minLength", "maxLength", "pattern")),
     ("number", ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")),
-    ("object", ("required", "properties", "additionalProperties", "minProperties")),
+    ("object", ("required", "properties", "additionalProperties", "minProperties",
+                "propertyNames")),
     ("array", ("items", "minItems", "maxItems", "uniqueItems")),
 )
 
@@ -583,8 +600,18 @@ Loc = tuple  # (uri, (token, ...))
 class _Registry:
     """The schema documents of one side, by ``$id`` (and by file URI)."""
 
-    def __init__(self, docs: dict[str, Any]):
+    def __init__(self, docs: dict[str, Any], annotation_prefixes: tuple[str, ...] = ()):
         self.docs = docs
+        # keywords starting with one of these are annotations too (``x-aep-capture``): opt-in,
+        # so that a typo in an AEF schema is still refused
+        self.annotation_prefixes = tuple(annotation_prefixes)
+
+    def unknown(self, node: dict) -> set:
+        """The keywords of ``node`` this module does not know (annotations excluded)."""
+        unknown = set(node) - _KEYWORDS - _ANNOTATIONS
+        if unknown and self.annotation_prefixes:
+            unknown = {k for k in unknown if not k.startswith(self.annotation_prefixes)}
+        return unknown
 
     @classmethod
     def for_side(cls, side: str) -> "_Registry":
@@ -607,7 +634,7 @@ class _Registry:
                 return
             if not isinstance(node, dict):
                 raise SchemaError(f"{where}: a schema must be an object or a boolean")
-            unknown = set(node) - _KEYWORDS - _ANNOTATIONS
+            unknown = self.unknown(node)
             if unknown:
                 raise SchemaError(f"{where}: unsupported keyword(s) {sorted(unknown)}")
             for k in ("properties", "$defs"):
@@ -616,7 +643,8 @@ class _Registry:
             for k in ("allOf", "anyOf", "oneOf"):
                 for i, sub in enumerate(node.get(k) or ()):
                     walk(sub, f"{where}/{k}/{i}")
-            for k in ("items", "additionalProperties", "not", "if", "then", "else"):
+            for k in ("items", "additionalProperties", "propertyNames", "not", "if", "then",
+                      "else"):
                 if k in node:
                     walk(node[k], f"{where}/{k}")
 
@@ -778,9 +806,8 @@ class _Gen:
         where = f"{loc[0]}#/{'/'.join(map(str, loc[1]))}"
         if not isinstance(s, dict):
             raise SchemaError(f"{where}: a schema must be an object or a boolean")
-        for k in s:
-            if k not in _KEYWORDS and k not in _ANNOTATIONS:
-                raise SchemaError(f"{where}: unsupported keyword {k!r}")
+        for k in self.reg.unknown(s):
+            raise SchemaError(f"{where}: unsupported keyword {k!r}")
         if loc[1] and "$id" in s:
             raise SchemaError(f"{where}: $id inside a schema is not supported")
         if "$schema" in s and s["$schema"] != _DRAFT:
@@ -1134,6 +1161,19 @@ class _Gen:
             n = _count(s["minProperties"], "minProperties")
             out.append(f"if len({x}) < {n}:")
             out += _indent(self.fail(mode, ptr, f"{f'has fewer than {n} members'!r}", False))
+        if "propertyNames" in s:
+            k = self.var("k")
+            e = self.expr(s["propertyNames"], _loc_add(loc, "propertyNames"), k, stack, "string",
+                          1)
+            if e != "True":
+                msg = " is not an allowed member name"
+                loop = [f"for {k} in {x}:", f"{_IND}if not {e}:"] + _indent(_indent(
+                    self.fail(mode, ptr + (("k", k),), f"_show({k}) + {msg!r}", False)))
+                kset = self.names_ok(props, s["propertyNames"], loc)
+                if kset:  # the declared names are allowed: only other members need the check
+                    out.append(f"if not {kset}.issuperset({x}):")
+                    loop = _indent(loop)
+                out += loop
         optional: list[tuple[str, str, list[str]]] = []
         for name, sub in props.items():
             if name in first:
@@ -1160,13 +1200,29 @@ class _Gen:
             body = self.stmts(ap, _loc_add(loc, "additionalProperties"), v, ptr + (("k", k),),
                               mode, stack, None, level + 2)
             if body:
-                out.append(f"for {k}, {v} in {x}.items():")
                 if kset:
-                    out.append(f"{_IND}if {k} not in {kset}:")
-                    out += _indent(_indent(body))
+                    out.append(f"if not {kset}.issuperset({x}):")
+                    out.append(f"{_IND}for {k}, {v} in {x}.items():")
+                    out.append(f"{_IND}{_IND}if {k} not in {kset}:")
+                    out += _indent(_indent(_indent(body)))
                 else:
+                    out.append(f"for {k}, {v} in {x}.items():")
                     out += _indent(body)
         return out
+
+    def names_ok(self, props: dict, names_schema: Any, loc: Loc) -> str | None:
+        """The constant holding the declared member names when every one of them is valid
+        against the ``propertyNames`` schema (decided now, by compiling that schema alone), so
+        that only undeclared members need the check at run time; else None."""
+        if not props:
+            return None
+        try:
+            check = _compile(self.reg, _loc_add(loc, "propertyNames"), "propertyNames")[0]
+        except SchemaError:
+            return None
+        if any(check(name) is not None for name in props):
+            return None
+        return self.const(("K", tuple(sorted(props))), frozenset(props), "_K")
 
     def s_array(self, s, loc, x, ptr, mode, stack, level, facts=None) -> list[str]:
         out: list[str] = []
@@ -1272,7 +1328,9 @@ class _Gen:
         if "pattern" in s:
             p = self.pattern(s["pattern"], str(loc))
             memo = self.const(("S", None, None, s["pattern"]), set(), "_S")
-            out.append(f"({x} in {memo} or _pmatch({p}, {memo}, {x}))")
+            nmemo = self.const(("SN", s["pattern"]), set(), "_SN")
+            out.append(f"({x} in {memo} or ({x} not in {nmemo} and "
+                       f"_pmatch_or_no({p}, {memo}, {nmemo}, {x})))")
         return out
 
     def e_number(self, s, loc, x, stack, depth, facts=None) -> list[str]:
@@ -1293,6 +1351,12 @@ class _Gen:
             out.append(f"{kset}.issuperset({x})" if props else f"not {x}")
         if "minProperties" in s:
             out.append(f"len({x}) >= {_count(s['minProperties'], 'minProperties')}")
+        if "propertyNames" in s:
+            k = self.var("k")
+            e = self.expr(s["propertyNames"], _loc_add(loc, "propertyNames"), k, stack, "string",
+                          depth + 1)
+            if e != "True":
+                out.append(f"all({e} for {k} in {x})")
         for name, sub in props.items():
             if name in facts:  # already read and validated: use its variable
                 var, t = facts[name]
@@ -1353,8 +1417,31 @@ def _compile(reg: _Registry, root: Loc, label: str) -> tuple[Callable[[Any], str
     exec(code, ns)
     fn = ns["validate"]
     fn.__qualname__ = fn.__name__ = "validate_" + re.sub(r"\W", "_", label)
-    fn.__doc__ = f"Validates a decoded JSON value against the AEF schema {label}."
+    fn.__doc__ = f"Validates a decoded JSON value against the schema {label}."
     return fn, src
+
+
+def compile_schemas(
+    docs: list[dict] | tuple, *, annotation_prefixes: tuple[str, ...] = (), label: str = "schema"
+) -> dict[str, Callable[[Any], str | None]]:
+    """Compiles schema documents that live outside ``schemas/`` (another format's, e.g. AEP's),
+    each identified by its ``$id``, with ``$ref`` resolved among them. Returns ``{$id:
+    validator}`` for every document; validators behave as :func:`validator`'s do.
+
+    ``annotation_prefixes``: keywords starting with one of these are annotations (``("x-",)``
+    for vendor annotations such as ``x-aep-capture``); every other unknown keyword is refused.
+    """
+    by_id: dict[str, Any] = {}
+    for doc in docs:
+        uri = doc.get("$id") if isinstance(doc, dict) else None
+        if not isinstance(uri, str):
+            raise SchemaError("every schema document needs a $id")
+        by_id[urldefrag(uri)[0]] = doc
+    reg = _Registry(by_id, annotation_prefixes)
+    reg.check_all()
+    return {
+        uri: _compile(reg, (uri, ()), f"{label} {uri.rsplit('/', 1)[-1]}")[0] for uri in by_id
+    }
 
 
 def _compile_schema(schema: Any, others: list[Any] | tuple = ()) -> Callable[[Any], str | None]:

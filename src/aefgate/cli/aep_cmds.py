@@ -1,0 +1,144 @@
+"""AEP and CloudEvents commands: ``aefgate export aep``, ``aefgate export cloudevents``, ``aefgate import aep``.
+
+The mapping is aefgate's own, ``docs/mappings/aep.md`` (rules AEP-1 ...), implemented by
+:mod:`aefgate.converters.aef_aep`; the CloudEvents bridge is AEP-0005's (:mod:`aefgate.formats.cloudevents`).
+The commands join the ``import`` and ``export`` groups of :mod:`aefgate.cli.inspect_cmds`. Refusals follow the CLI's
+convention (``error [RULE] at WHERE: message`` on stderr; exit 2 for an input, 1 for a run that does not verify).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from aefgate.cli import render
+from aefgate.cli.inspect_cmds import JSON_OPT, POLICY_HELP, export_app, import_app
+
+CAPTURE_HELP = ("The capture ceiling (AEP-0003 §9.1): metadata (the default), redacted (kept content goes through the "
+                "§9.4 redaction pipeline) or full; never above the run's own contentCapture.")
+
+
+def register(app, aef_app) -> None:
+    """The commands live in the shared ``import``/``export`` groups, which :mod:`inspect_cmds` adds to the app."""
+
+
+def _count(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            n += chunk.count(b"\n")
+    return n
+
+
+def _policy(policy: Optional[Path]):
+    if policy is None:
+        return None
+    from aefgate.cli.aef import load_policy
+
+    return load_policy(policy)
+
+
+def _export(run: Path, out: Path, kind: str, as_json: bool, **options) -> None:
+    from aefgate.cli.inputs import require_dir
+    from aefgate.converters import aef_aep
+
+    require_dir(run)
+    if kind == "aep":
+        path = aef_aep.to_aep(run, out, **options)
+    else:
+        path = aef_aep.to_cloudevents(run, out, **options)
+    events = _count(path)
+    if as_json:
+        render.emit_json({"run": str(run), "output": str(path), "format": kind, "events": events,
+                          **{k: v for k, v in options.items() if k in ("max_capture", "mode") and v is not None}})
+        return
+    c = render.console()
+    c.print(f"exported  {render.escape(str(run))} -> {render.escape(str(path))} ({kind}, {events} events)")
+
+
+@export_app.command("aep")
+def export_aep(
+    run: Path = typer.Argument(..., metavar="RUN", help="The run folder (it must verify intact)."),
+    out: Path = typer.Argument(..., metavar="OUT.jsonl", help="The events file to write (must not exist)."),
+    max_capture: str = typer.Option("metadata", "--max-capture", help=CAPTURE_HELP),
+    agent: Optional[str] = typer.Option(None, "--agent", help="The envelope's agent (default: the run's subject)."),
+    source_host: Optional[str] = typer.Option(None, "--source-host", help="The host of the envelope's source URI."),
+    cause_map: Optional[Path] = typer.Option(None, "--cause-map", help="A JSON file mapping resultIds or caseIds to "
+                                             "the ids of the assessed AEP events (the envelope's cause)."),
+    policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Export a run's results as AEP assessment events (AEP-0009), one per line (docs/mappings/aep.md).
+
+    Only a run that verifies intact is exported (exit 1 otherwise). Exporting twice gives the same bytes.
+    Example: aefgate export aep runs/refunds out/refunds.aep.jsonl --max-capture metadata
+    """
+    _export(run, out, "aep", as_json, max_capture=max_capture, agent=agent, source_host=source_host,
+            cause_map=str(cause_map) if cause_map is not None else None, policy=_policy(policy))
+
+
+@export_app.command("cloudevents")
+def export_cloudevents(
+    run: Path = typer.Argument(..., metavar="RUN", help="The run folder (it must verify intact)."),
+    out: Path = typer.Argument(..., metavar="OUT.jsonl", help="The CloudEvents file to write (must not exist)."),
+    mode: str = typer.Option("structured", "--mode", help="structured (one application/cloudevents+json event per "
+                             "line) or binary (one {\"headers\", \"body\"} HTTP binary-mode message per line)."),
+    max_capture: str = typer.Option("metadata", "--max-capture", help=CAPTURE_HELP),
+    agent: Optional[str] = typer.Option(None, "--agent", help="The envelope's agent (default: the run's subject)."),
+    source_host: Optional[str] = typer.Option(None, "--source-host", help="The host of the envelope's source URI."),
+    cause_map: Optional[Path] = typer.Option(None, "--cause-map", help="A JSON file mapping resultIds or caseIds to "
+                                             "the ids of the assessed AEP events."),
+    policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Export a run's results as AEP assessment events carried as CloudEvents 1.0 (the AEP-0005 bridge).
+
+    Example: aefgate export cloudevents runs/refunds out/refunds.ce.jsonl --mode structured
+    """
+    _export(run, out, "cloudevents", as_json, mode=mode, max_capture=max_capture, agent=agent,
+            source_host=source_host, cause_map=str(cause_map) if cause_map is not None else None,
+            policy=_policy(policy))
+
+
+@import_app.command("aep")
+def import_aep(
+    events: Path = typer.Argument(..., metavar="EVENTS", help="AEP assessment events, one per line (AEP JSON, or "
+                                  "structured CloudEvents carrying them)."),
+    out: Path = typer.Argument(..., metavar="OUT", help="The run folder to write (absent or empty)."),
+    at: Optional[str] = typer.Option(None, "--at", help="sealedAt (RFC 3339 UTC; default now): fixes the output."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="The runId to write (default: the events' run)."),
+    target_mode: Optional[str] = typer.Option(None, "--target-mode", help="execution.targetMode: live, replayed, "
+                                              "scripted or mocked (the importer's claim, listed in imported.asserted)."),
+    key: Optional[Path] = typer.Option(None, "--key", help="Sign the seal with this PKCS#8 PEM private key."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Import AEP assessment events as an AEF run, sealed ingest (docs/mappings/aep.md, AEP -> AEF).
+
+    Example: aefgate import aep out/refunds.aep.jsonl runs/refunds-back --at 2026-12-01T00:00:00Z
+    """
+    import msgspec
+
+    from aefgate.cli.inputs import require_file
+    from aefgate.converters import aef_aep
+    from aefgate.converters.inspect_aef import _load_key
+    from aefgate.formats.aef import jsonio
+
+    require_file(events)
+    signing_key = _load_key(key)  # before anything is written
+    run_dir = aef_aep.from_aep(events, out, at=at, key=signing_key, run_id=run_id, target_mode=target_mode)
+    run = jsonio.read_json(run_dir / "run.json")
+    seal = msgspec.json.decode((run_dir / "seal.json").read_bytes())
+    lines = _count(run_dir / "results.ndjson") if (run_dir / "results.ndjson").exists() else 0
+    signed = (run_dir / "attestation.dsse.json").exists()
+    if as_json:
+        render.emit_json({"input": str(events), "output": str(run_dir), "runId": run["runId"],
+                          "status": run["status"], "results": lines, "outcome": "intact",
+                          "runHash": seal["predicate"]["runHash"], "signed": signed})
+        return
+    c = render.console()
+    c.print(f"imported  {render.escape(str(events))} -> {render.escape(str(run_dir))}")
+    c.print(f"run id    {render.escape(run['runId'])} ({run['status']}, {lines} result lines)")
+    c.print(f"outcome   intact ({'signed' if signed else 'unsigned'}), sealed ingest")
+    c.print(f"run hash  {seal['predicate']['runHash']}")

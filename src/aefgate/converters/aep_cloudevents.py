@@ -1,0 +1,246 @@
+"""The event-file converter between AEP and CloudEvents (AEP-0005 §1-§2), both directions.
+
+``aep -> cloudevents``: an AEP event file (NDJSON, one AEP Event per line) into a CloudEvents file, one line per
+event, in the order read. Option ``mode``:
+
+- ``structured`` (default): each line is the CloudEvent in the JSON event format (:func:`ce_forward`, the pinned
+  structured-JSON form);
+- ``binary``: each line is the HTTP binary content mode message the SDK's binding gives,
+  ``{"headers": {name: value, ...}, "body": text}``: ``headers`` the ``ce-*`` headers (and ``content-type`` when
+  the event has data) as strings, in the binding's order; ``body`` the HTTP body, UTF-8 text (the JSON of
+  ``data``, or ``""`` without data).
+
+``cloudevents -> aep``: a CloudEvents file of either shape (each line is read on its own: a line with
+``headers`` and ``body`` members and no ``specversion`` is an HTTP message, binary, structured or a batch;
+anything else a JSON-format CloudEvent) into an AEP event file (:func:`ce_inverse`). Extension attributes that
+cannot ride the AEP envelope are dropped (AEP-0005 §2 rule 2); ``run`` returns them as diagnostics.
+
+Refusals name the rule and ``path:line``; nothing is written then (the output file is written to a temporary
+sibling and renamed into place only when complete). Output is deterministic: same input, same bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import secrets
+from collections import deque
+from pathlib import Path
+from typing import Any, Iterator
+
+from aefgate.errors import Refusal
+from aefgate.formats.aef import jsonio
+from aefgate.formats.cloudevents import ce_forward, ce_inverse, from_http, iter_jsonl, to_binary_http, write_jsonl
+from aefgate.formats.cloudevents.mapping import Diagnostic
+from aefgate.fsutil import check_destination, fsync_dir
+
+MODES = ("structured", "binary")
+
+LOSSES_TO_AEP = (
+    "CloudEvents extension attributes whose names are not legal AEP extension names ([a-z0-9]{1,20}, not an AEP "
+    "core name) or whose values cannot ride the envelope: dropped (AEP-0005 §2 rule 2)",
+    "dataschema: dropped (no AEP counterpart)",
+    "binary mode: integer and boolean extension attributes other than aepsequence/aepepoch read as strings",
+)
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise Refusal("CONV-3", f"option 'mode' is structured or binary, not {mode!r}", "--opt mode")
+
+
+def _export_value(event: Any, where: str, mode: str) -> Any:
+    """One AEP Event as its CloudEvents line value."""
+    if mode == "structured":
+        return ce_forward(event, where)
+    try:
+        headers, body = to_binary_http(event)
+    except Refusal as e:
+        raise Refusal(e.rule, e.message, where + (f"/{e.where}" if e.where else "")) from None
+    return {"headers": headers, "body": body.decode("utf-8")}
+
+
+def export_lines(src: str | Path, mode: str = "structured") -> Iterator[Any]:
+    """The CloudEvents lines of the AEP event file ``src`` (refusals at ``src:line``), in this process."""
+    _check_mode(mode)
+    for lineno, event in iter_jsonl(src):
+        yield _export_value(event, f"{src}:{lineno}", mode)
+
+
+# -- the parallel export (a large file: one forked worker per core, as verify does) --------------------------------
+
+_PARALLEL_FROM = 16 * 1024 * 1024  # bytes of input
+_BATCH = 8192  # lines per task
+
+
+def _workers_for(size: int) -> int:
+    """Worker processes for an export of ``size`` bytes: none for a small file, else one per core;
+    ``AEFGATE_WORKERS`` overrides (0: in this process)."""
+    env = os.environ.get("AEFGATE_WORKERS")
+    if env is not None:
+        try:
+            return max(0, int(env))
+        except ValueError:
+            return 0
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if size < _PARALLEL_FROM or cpus < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    return cpus
+
+
+def _export_batch(task: tuple[str, int, list[bytes | None], str]) -> tuple[bytes, tuple[str, str, str] | None]:
+    """In a worker: a batch of raw lines -> their output lines joined, or the first refusal as (rule, msg, where)."""
+    src, start, lines, mode = task
+    out: list[bytes] = []
+    dump_line = jsonio.dump_line
+    for i, raw in enumerate(lines):
+        where = f"{src}:{start + i}"
+        try:
+            if raw is None:
+                return b"", ("ENC-17", f"line {start + i} is over {jsonio.MAX_DOC} bytes", where)
+            out.append(dump_line(_export_value(jsonio.loads(raw), where, mode)))
+        except jsonio.JsonProblem as e:
+            return b"", (e.rule, e.reason, where)
+        except Refusal as e:
+            return b"", (e.rule, e.message, e.where)
+    return b"".join(out), None
+
+
+def _raw_batches(src: Path) -> Iterator[tuple[int, list[bytes | None]]]:
+    with open(src, "rb") as f:
+        start, batch = 1, []
+        try:
+            for lineno, raw in jsonio.iter_lines(f):
+                if not batch:
+                    start = lineno
+                batch.append(raw)
+                if len(batch) >= _BATCH:
+                    yield start, batch
+                    batch = []
+        except jsonio.JsonProblem as e:
+            raise Refusal(e.rule, e.reason, str(src)) from None
+        if batch:
+            yield start, batch
+
+
+def _export_parallel(src: Path, dst: Path, mode: str, workers: int) -> int:
+    """The export with ``workers`` forked processes: this process splits the file into batches of whole lines
+    (checking the framing), the workers read, map and serialize them, this process writes the results in order
+    into a temporary sibling of ``dst``, renamed into place when complete. The first refusal in line order wins."""
+    check_destination(dst)
+    parent = dst.parent if str(dst.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = parent / f".{dst.name}.tmp-{secrets.token_hex(4)}"
+    pool = multiprocessing.get_context("fork").Pool(workers)
+    pending: deque = deque()
+    n = 0
+    try:
+        with open(tmp, "xb") as f:
+
+            def take() -> None:
+                nonlocal n
+                count, result = pending.popleft()
+                blob, problem = result.get()
+                if problem is not None:
+                    raise Refusal(*problem)
+                f.write(blob)
+                n += count
+
+            try:
+                for start, batch in _raw_batches(src):
+                    pending.append((len(batch), pool.apply_async(_export_batch, ((str(src), start, batch, mode),))))
+                    if len(pending) > 2 * workers:
+                        take()
+            except Refusal:  # a framing problem: a bad line before it is refused first
+                while pending:
+                    take()
+                raise
+            while pending:
+                take()
+            f.flush()
+            os.fsync(f.fileno())
+        check_destination(dst)
+        os.replace(tmp, dst)
+        fsync_dir(parent)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    finally:
+        pool.terminate()
+        pool.join()
+    return n
+
+
+def import_lines(src: str | Path, diagnostics: list[tuple[str, Diagnostic]] | None = None) -> Iterator[dict]:
+    """The AEP Events of the CloudEvents file ``src`` (refusals at ``src:line``)."""
+    for lineno, value in iter_jsonl(src):
+        where = f"{src}:{lineno}"
+        diags: list[Diagnostic] = []
+        if type(value) is dict and "headers" in value and "body" in value and "specversion" not in value:
+            headers, body = value["headers"], value["body"]
+            if type(headers) is not dict or type(body) is not str:
+                raise Refusal("CE-7", "an HTTP message line is {\"headers\": object, \"body\": string}", where)
+            got = from_http(headers, body.encode("utf-8"), where=where, diagnostics=diags)
+            events = got if isinstance(got, list) else [got]
+        else:
+            events = [ce_inverse(value, where, diagnostics=diags)]
+        if diagnostics is not None:
+            diagnostics.extend((where, d) for d in diags)
+        yield from events
+
+
+def export_file(src: str | Path, dst: str | Path, *, mode: str = "structured", workers: int | None = None) -> int:
+    """AEP event file -> CloudEvents file; returns the number of events. A file of 16 MiB or more is converted by
+    one forked worker process per core (``workers`` or ``AEFGATE_WORKERS`` overrides; 0: in this process); the
+    output is the same bytes either way."""
+    mode = mode or "structured"
+    _check_mode(mode)
+    src, dst = Path(src), Path(dst)
+    if not src.is_file():
+        raise Refusal("CLI-1", "no such file", str(src))
+    if workers is None:
+        workers = _workers_for(src.stat().st_size)
+    if workers > 0:
+        return _export_parallel(src, dst, mode, workers)
+    return write_jsonl(dst, export_lines(src, mode))
+
+
+def import_file(src: str | Path, dst: str | Path) -> tuple[int, list[tuple[str, Diagnostic]]]:
+    """CloudEvents file -> AEP event file; returns the number of events and what was dropped, with where."""
+    diagnostics: list[tuple[str, Diagnostic]] = []
+    n = write_jsonl(dst, import_lines(src, diagnostics))
+    return n, diagnostics
+
+
+def _run_export(src: Any, dst: Any, *, mode: str = "structured", **_: Any) -> dict:
+    n = export_file(src, dst, mode=mode or "structured")
+    return {"events": n}
+
+
+def _run_import(src: Any, dst: Any, **_: Any) -> dict:
+    n, diagnostics = import_file(src, dst)
+    return {"events": n, "dropped": [f"{where}: {d}" for where, d in diagnostics]}
+
+
+def _converters() -> list[Any]:
+    from aefgate.converters.registry import Converter, Option
+
+    return [
+        Converter(
+            "aep-to-cloudevents", "aep", "cloudevents", _run_export,
+            options=[Option("mode", "structured (one JSON-format CloudEvent per line) or binary (one "
+                                    "{\"headers\", \"body\"} HTTP binary-mode message per line)", str, "structured")],
+            losses=(),
+            description="AEP event files into CloudEvents 1.0 files (AEP-0005 §1, B1-B5)",
+        ),
+        Converter(
+            "cloudevents-to-aep", "cloudevents", "aep", _run_import,
+            losses=LOSSES_TO_AEP,
+            description="CloudEvents files (structured JSON or HTTP messages) into AEP event files (AEP-0005 §2)",
+        ),
+    ]
+
+
+CONVERTERS = _converters()
