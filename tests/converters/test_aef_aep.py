@@ -633,3 +633,130 @@ def test_convert_through_the_registry(tmp_path: Path):
     run_route(reg.find_route("aef", "aep"), EXAMPLES / "aef-inspect" / "input", out, {"max_capture": "full"})
     run_route(reg.find_route("aep", "aef"), out, tmp_path / "back", {"at": AT})
     assert verify_run(tmp_path / "back").outcome == "intact"
+
+
+# -- the export in worker processes (ranges of results.ndjson): the same bytes as in one process ----------------------
+
+
+def _export_both(run: Path, tmp: Path, monkeypatch, name: str, **opts) -> tuple[bytes, bytes, int]:
+    """The export with AEFGATE_WORKERS=0 and =2 (threshold lowered), and how often the parallel path ran."""
+    calls = []
+    parallel = m._parallel_bytes
+
+    def spy(*a, **k):
+        calls.append(1)
+        return parallel(*a, **k)
+
+    monkeypatch.setattr(m, "_parallel_bytes", spy)
+    monkeypatch.setattr(m, "_PARALLEL_FROM", 0)
+    out = {}
+    for workers in ("0", "2"):
+        monkeypatch.setenv("AEFGATE_WORKERS", workers)
+        path = tmp / f"{name}-{workers}.jsonl"
+        m.to_aep(run, path, **opts)
+        out[workers] = path.read_bytes()
+    return out["0"], out["2"], len(calls)
+
+
+@pytest.mark.parametrize("level", ["metadata", "full"])
+@pytest.mark.parametrize("src", RUNS, ids=IDS)
+def test_parallel_export_same_bytes_example_runs(tmp_path: Path, monkeypatch, src: Path, level: str):
+    """Every example run (several scores a line, people's judgments, guardrails, trials, offset times), one line a
+    range: the envelope seq counts across ranges exactly as in one process."""
+    monkeypatch.setattr(m, "_RANGE", 1)
+    one, many, calls = _export_both(src, tmp_path, monkeypatch, "x", max_capture=level)
+    assert calls == 1 and one == many and one
+    events = [json.loads(x) for x in many.splitlines()]
+    assert [e["seq"] for e in events] == list(range(len(events)))
+
+
+def _big_run(tmp: Path, lines: int = 3000) -> Path:
+    import sys
+
+    from aefgate.formats.aef import overlays as ov
+    from aefgate.formats.aef.sealer import seal_run
+
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from make_runs import make_run
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    run = make_run(tmp / "big", lines)
+    seal_run(run, sealed_at=AT)
+    rids = [v["resultId"] for v in _lines(run)]
+    ov.decide(run, kind="override", by="reviewer-42", reason="Judge misread the policy", result=rids[2500],
+              state="passed", at=AT)
+    ov.decide(run, kind="approve", by="reviewer-42", reason="Reviewed", at=AT)
+    ov.decide(run, kind="reject", by="reviewer-7", reason="Wrong", result=rids[7], at=AT)
+    ov.decide(run, kind="annotate", by="reviewer-7", reason="See the ticket", result=rids[1501], at=AT)
+    return run
+
+
+@pytest.mark.parametrize("level", ["metadata", "full"])
+def test_parallel_export_same_bytes_big_run(tmp_path: Path, monkeypatch, level: str):
+    """A bench run of many ranges, with overlay decisions targeting lines of different ranges and a cause map."""
+    run = _big_run(tmp_path)
+    monkeypatch.setattr(m, "_RANGE", 64 * 1024)
+    assert (run / "results.ndjson").stat().st_size > 10 * 64 * 1024
+    lines = _lines(run)
+    cmap = tmp_path / "causes.json"
+    cmap.write_text(json.dumps({**{lines[i]["caseId"]: f"01CASE{i}" for i in range(0, 3000, 97)},
+                                **{lines[i]["resultId"]: f"01RES{i}" for i in range(5, 3000, 131)}}))
+    for opts in ({}, {"cause_map": str(cmap)}):
+        one, many, calls = _export_both(run, tmp_path, monkeypatch, f"c{len(opts)}", max_capture=level, **opts)
+        assert calls == 1 and one == many
+        events = [json.loads(x) for x in many.splitlines()]
+        assert [e["seq"] for e in events] == list(range(len(events))) and len(events) == 3000 + 4
+        fb = events[-4:]
+        assert [e["data"]["aef"]["decision"] for e in fb] == ["override", "approve", "reject", "annotate"]
+        by_id = {e["id"]: e for e in events}
+        assert by_id[fb[0]["cause"]]["data"]["aef"]["path"] == lines[2500]["path"]
+        assert fb[3]["cause"].endswith(f"{lines[1501]['resultId']}-e0")
+        if opts:
+            assert sum("cause" in e for e in events[:-4]) > 0
+
+
+def test_parallel_export_default_threshold(tmp_path: Path, monkeypatch):
+    """Below _PARALLEL_FROM (and without AEFGATE_WORKERS) the export stays in this process."""
+    monkeypatch.delenv("AEFGATE_WORKERS", raising=False)
+    assert m._workers_for(m._PARALLEL_FROM - 1) == 0
+    monkeypatch.setenv("AEFGATE_WORKERS", "0")
+    assert m._workers_for(1 << 40) == 0
+    monkeypatch.setenv("AEFGATE_WORKERS", "3")
+    assert m._workers_for(10) == 3
+
+
+@pytest.mark.parametrize("damage", ["garbled", "no-final-lf"])
+def test_parallel_export_refusal_same_as_one_process(tmp_path: Path, monkeypatch, damage: str):
+    """results.ndjson changed after its verification: a worker's refusal is the one process's (rule, where)."""
+    run = _big_run(tmp_path)
+    monkeypatch.setattr(m, "_RANGE", 64 * 1024)
+    monkeypatch.setattr(m, "_PARALLEL_FROM", 0)
+    prepare = m._prepare
+    path = run / "results.ndjson"
+    original = path.read_bytes()
+
+    def damaged(*a, **k):
+        got = prepare(*a, **k)  # verified: now the file changes
+        data = bytearray(original)
+        if damage == "garbled":
+            starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A][:-1]
+            s = starts[2222]  # line 2223, in a later range
+            data[s] = ord("[")
+        else:
+            data[-1:] = b" "
+        path.write_bytes(bytes(data))
+        return got
+
+    monkeypatch.setattr(m, "_prepare", damaged)
+    seen = {}
+    for workers in ("0", "2"):
+        monkeypatch.setenv("AEFGATE_WORKERS", workers)
+        out = tmp_path / f"out-{workers}.jsonl"
+        with pytest.raises(Refusal) as r:
+            m.to_aep(run, out, max_capture="full")
+        assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+        seen[workers] = (r.value.rule, r.value.where, r.value.message, r.value.exit_code)
+        path.write_bytes(original)
+    assert seen["0"] == seen["2"]
+    assert seen["2"][:2] == ("AEP-1", "results.ndjson:2223" if damage == "garbled" else "results.ndjson:3000")

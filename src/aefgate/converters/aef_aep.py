@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import msgspec
+
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.times import parse_time
@@ -353,7 +355,7 @@ def _traceparent(line: Mapping[str, Any]) -> str | None:
     return None
 
 
-def export_events(
+def _prepare(
     run_dir: str | os.PathLike[str],
     *,
     max_capture: str = "metadata",
@@ -361,14 +363,8 @@ def export_events(
     source_host: str | None = None,
     cause_map: Any = None,
     policy: Any = None,
-) -> Iterator[dict]:
-    """The AEP events of a run that verifies ``intact`` (AEP-1), in the order of AEP-2.
-
-    The run is verified and every option checked before the iterator is returned, so a refusal comes from this
-    call, not from the first ``next()``. ``max_capture`` is the capture ceiling (AEP-8), ``agent`` overrides the
-    envelope's ``agent``, ``source_host`` the host of ``source`` (AEP-3), ``cause_map`` maps resultIds or caseIds to
-    assessed event ids (AEP-7), ``policy`` is the trust policy the verification uses for withheld blobs.
-    """
+) -> tuple[_Export, list[dict], set[str], Any]:
+    """AEP-1, AEP-3, AEP-7, AEP-8: verify the run and check the options; what the stream of events needs."""
     from aefgate.formats.aef.overlays import verify_chain
     from aefgate.formats.aef.verifier import verify_run
 
@@ -409,36 +405,69 @@ def export_events(
     chain = verify_chain(root)
     decisions = [ln.event for ln in chain.lines if ln.ok and ln.event.get("kind") in OVERLAY_SEVERITY]
     targets = {ev["target"]["result"] for ev in decisions if "result" in ev["target"]}
-    return _stream(ctx, decisions, targets, redact)
+    return ctx, decisions, targets, redact
+
+
+def export_events(
+    run_dir: str | os.PathLike[str],
+    *,
+    max_capture: str = "metadata",
+    agent: str | None = None,
+    source_host: str | None = None,
+    cause_map: Any = None,
+    policy: Any = None,
+) -> Iterator[dict]:
+    """The AEP events of a run that verifies ``intact`` (AEP-1), in the order of AEP-2.
+
+    The run is verified and every option checked before the iterator is returned, so a refusal comes from this
+    call, not from the first ``next()``. ``max_capture`` is the capture ceiling (AEP-8), ``agent`` overrides the
+    envelope's ``agent``, ``source_host`` the host of ``source`` (AEP-3), ``cause_map`` maps resultIds or caseIds to
+    assessed event ids (AEP-7), ``policy`` is the trust policy the verification uses for withheld blobs.
+    """
+    return _stream(*_prepare(run_dir, max_capture=max_capture, agent=agent, source_host=source_host,
+                             cause_map=cause_map, policy=policy))
 
 
 def _stream(ctx: _Export, decisions: list[dict], targets: set[str], redact) -> Iterator[dict]:
     seen_targets: dict[str, tuple[str, str, Any, str]] = {}
+    yield from _result_events(ctx, _verified_lines(ctx.root / "results.ndjson"), targets, seen_targets, redact)
+    yield from _decision_events(ctx, decisions, seen_targets, redact)
+
+
+def _result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
+                   seen_targets: dict[str, tuple[str, str, Any, str]], redact) -> Iterator[dict]:
+    """AEP-2 .. AEP-11: the events of result lines, in order; numbered from ``ctx.seq``. Notes in ``seen_targets``
+    the lines that overlay decisions target (AEP-12)."""
     text = ctx.text
     prefix = ctx.prefix
     cmap = ctx.cause_map
     source, agent, session, capture, plain = ctx.source, ctx.agent, ctx.run_id, ctx.ceiling, ctx.data
-    for line in _verified_lines(ctx.root / "results.ndjson"):
+    run_time = ctx.run_time
+    fail_sev, state_sev = _FAIL_SEVERITY, _STATE_SEVERITY
+    for line in lines:
         rid = line["resultId"]
         case = line["caseId"]
         state = line["state"]
         aef = ctx.aef_object(line)
-        time = line.get("endedAt") or line.get("startedAt") or ctx.run_time
+        time = line.get("endedAt") or line.get("startedAt") or run_time
         cause = (cmap.get(rid) or cmap.get(case)) if cmap else None
-        if time is None:
-            time = ctx.run_time
         tp = _traceparent(line) if "traceLink" in line else None
-        sev = _severity(state, line.get("severity"))
+        if state == "failed" or state == "warn":  # AEP-5, as _severity
+            sev = fail_sev.get(line.get("severity") or "critical", "critical")
+        else:
+            sev = state_sev.get(state, "info")
         expl = ctx.explanation(line) if text else None
         evaluator = line["evaluator"]["id"]
         scores = line.get("scores") or ()
         ann = line.get("annotator")
         human = isinstance(ann, dict) and ann.get("kind") == "HUMAN"
         first_id = None
+        last = len(scores) - 1  # -1: no scores, one event
         for k, score in enumerate(scores or (None,)):
             a = aef
             if human or (score is not None and ("normalized" in score or "label" in score)):
-                a = dict(aef)
+                if last > 0:  # one score (or none): its event may take the line's aef object itself
+                    a = dict(aef)
                 if score is not None and "normalized" in score:
                     a["normalized"] = score["normalized"]
                 if score is not None and "label" in score:
@@ -481,6 +510,13 @@ def _stream(ctx: _Export, decisions: list[dict], targets: set[str], redact) -> I
             yield redact(ev, "redacted") if redact is not None else ev
         if rid in targets:
             seen_targets[rid] = (case, line["path"], line.get("trial"), first_id)
+
+
+def _decision_events(ctx: _Export, decisions: list[dict], seen_targets: dict[str, tuple[str, str, Any, str]],
+                     redact) -> Iterator[dict]:
+    """AEP-12: the feedback events of the overlay decisions, after every result line's."""
+    text = ctx.text
+    prefix = ctx.prefix
     for ov in decisions:  # AEP-12, file order ([OVL-6])
         kind = ov["kind"]
         target = ov["target"]
@@ -556,6 +592,12 @@ def _write_lines(out: Path, lines: Iterable[bytes]) -> None:
             buf: list[bytes] = []
             size = 0
             for line in lines:
+                if type(line) is not bytes:  # a part file a worker wrote: copied in, then removed
+                    f.write(b"".join(buf))
+                    buf, size = [], 0
+                    f.flush()
+                    _append_file(f, line)
+                    continue
                 buf.append(line)
                 size += len(line)
                 if size >= 1 << 20:
@@ -573,15 +615,308 @@ def _write_lines(out: Path, lines: Iterable[bytes]) -> None:
         except FileNotFoundError:
             pass
         raise
+    finally:
+        close = getattr(lines, "close", None)
+        if close is not None:  # a generator's cleanup (worker processes, part files) now, not when collected
+            close()
+
+
+def _append_file(f, part: Path) -> None:
+    """Append the file ``part`` to the open file ``f`` (flushed) in the kernel where it can, then remove it."""
+    try:
+        with open(part, "rb") as src:
+            left = os.fstat(src.fileno()).st_size
+            try:
+                while left > 0:
+                    n = os.copy_file_range(src.fileno(), f.fileno(), left)
+                    if n <= 0:
+                        break
+                    left -= n
+            except (AttributeError, OSError):
+                pass
+            if left > 0:  # no copy_file_range here: through this process
+                while chunk := src.read(1 << 20):
+                    f.write(chunk)
+                f.flush()
+    finally:
+        part.unlink(missing_ok=True)
 
 
 def to_aep(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], **options: Any) -> Path:
     """AEP-18: the run's events as JSONL at ``out_path``, written atomically (nothing on a refusal)."""
     out = Path(out_path)
     _check_file_destination(out)
-    events = export_events(run_dir, **_export_options(options))
-    _write_lines(out, (jsonio.dump_line(ev) for ev in events))
+    import secrets
+
+    parts = out.parent / f".{out.name}.part-{secrets.token_hex(4)}"
+    _write_lines(out, _aep_bytes(*_prepare(run_dir, **_export_options(options)), parts=parts))
     return out
+
+
+# -- the JSONL bytes of an export: in this process, or in worker processes over ranges of results.ndjson ----------
+
+_PARALLEL_FROM = 16 * 1024 * 1024  # bytes of results.ndjson from which worker processes build the events
+_RANGE = 4 * 1024 * 1024  # bytes of whole lines a worker takes at a time
+_BATCH = 1024  # events encoded at a time
+
+
+def _encode(batch: list[dict]) -> bytes:
+    """``jsonio.dump_line`` of each event, joined (one encoder call per batch; the same bytes)."""
+    blob = _LINES_ENCODER.encode_lines(batch)
+    if b"null" in blob:  # a null or a non-finite number (ENC-3): event by event, as dump_line does it
+        return b"".join([jsonio.dump_line(ev) for ev in batch])
+    return blob
+
+
+def _line_encoder():
+    return msgspec.json.Encoder(enc_hook=jsonio._enc_hook)
+
+
+_LINES_ENCODER = _line_encoder()
+
+
+def _aep_bytes(ctx: _Export, decisions: list[dict], targets: set[str], redact,
+               parts: Path | None = None) -> Iterator[bytes | Path]:
+    """The export as JSONL, in pieces of many lines: :func:`_stream` encoded, the same bytes either way. With
+    ``parts`` (a path prefix beside the destination), worker processes write their ranges to part files
+    ``<parts>-N`` and those are yielded (the caller appends and removes them) instead of the bytes."""
+    path = ctx.root / "results.ndjson"
+    size = path.stat().st_size
+    workers = _workers_for(size)
+    seen_targets: dict[str, tuple[str, str, Any, str]] = {}
+    if workers:
+        yield from _parallel_bytes(ctx, path, size, workers, targets, seen_targets, redact, parts)
+    else:
+        batch: list[dict] = []
+        for ev in _result_events(ctx, _verified_lines(path), targets, seen_targets, redact):
+            batch.append(ev)
+            if len(batch) >= _BATCH:
+                yield _encode(batch)
+                batch = []
+        if batch:
+            yield _encode(batch)
+    tail = list(_decision_events(ctx, decisions, seen_targets, redact))
+    if tail:
+        yield _encode(tail)
+
+
+def _workers_for(size: int) -> int:
+    """How many worker processes build the events: none for a small results.ndjson, else one per core;
+    ``AEFGATE_WORKERS`` overrides (0: in this process), as for the verification."""
+    import multiprocessing
+
+    env = os.environ.get("AEFGATE_WORKERS")
+    if env is not None:
+        return max(0, int(env))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if size < _PARALLEL_FROM or cpus < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    return cpus
+
+
+def _ranges(path: Path, size: int) -> list[tuple[int, int]]:
+    """results.ndjson cut into ranges of whole lines (each starts after an LF) of about ``_RANGE`` bytes."""
+    out = []
+    start = 0
+    with open(path, "rb") as f:
+        while start < size:
+            pos = start + _RANGE
+            end = size
+            if pos < size:
+                f.seek(pos)
+                while chunk := f.read(1 << 16):
+                    i = chunk.find(b"\n")
+                    if i >= 0:
+                        end = pos + i + 1
+                        break
+                    pos += len(chunk)
+            out.append((start, end - start))
+            start = end
+    return out
+
+
+class _Changed(Exception):
+    """A line of a range no longer decodes (its line number in the range)."""
+
+
+_WORK: tuple | None = None  # (ctx, targets, redact) for the forked workers
+
+
+def _range_lines(data: bytes) -> Iterator[dict]:
+    """The lines of a range, as :func:`_verified_lines` reads them; :class:`_Changed` for one that does not."""
+    decode = msgspec.json.Decoder().decode
+    parts = data.split(b"\n")
+    carry = parts.pop()
+    lineno = 0
+    for raw in parts:
+        lineno += 1
+        try:
+            line = decode(raw)
+        except msgspec.DecodeError:
+            line = None
+        if type(line) is not dict:
+            raise _Changed(lineno)
+        yield line
+    if carry:
+        raise _Changed(lineno + 1)
+
+
+def _guard_count(line: Mapping[str, Any]) -> int:
+    """1 when :func:`_guardrail` gives the line a guardrail event, else 0."""
+    if isinstance(line.get("attack"), dict):
+        return 1
+    ext = line.get("ext")
+    ours = ext.get(EXT_KEY) if isinstance(ext, dict) else None
+    return 1 if isinstance(ours, dict) and isinstance(ours.get("guardrail"), dict) else 0
+
+
+def _count_range(path: Path, item: tuple[int, int]) -> tuple[int, int]:
+    """A worker: ``(lines, events)`` of one range, as :func:`_result_events` gives them (a score each, or one for a
+    line without scores; one more for a guardrail), read with a decoder that skips every other member. A line that
+    no longer decodes counts nothing here: the range's export refuses it."""
+    offset, length = item
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(length)
+    lines = data.count(b"\n")
+    try:  # the usual range: one decoder call, every line plain
+        counted = _count_decoder().decode_lines(data)
+    except msgspec.DecodeError:
+        counted = None
+    if counted is not None and len(counted) == lines and not any(c.attack or c.ext for c in counted):
+        return lines, sum([len(c.scores) if c.scores else 1 for c in counted])
+    decode = _count_decoder().decode
+    full = msgspec.json.Decoder().decode
+    parts = data.split(b"\n")
+    parts.pop()
+    events = 0
+    for raw in parts:
+        try:
+            c = decode(raw)
+        except msgspec.DecodeError:
+            c = None
+        if c is not None and not c.attack and not c.ext:
+            events += len(c.scores) if c.scores else 1
+            continue
+        try:  # an unusual line: read in full, counted as the stream counts it
+            line = full(raw)
+        except msgspec.DecodeError:
+            continue
+        if type(line) is dict:
+            events += (len(line.get("scores") or ()) or 1) + _guard_count(line)
+    return len(parts), events
+
+
+class _CountItem(msgspec.Struct):
+    pass
+
+
+class _Counted(msgspec.Struct, gc=False):
+    """The members of a result line that say how many events it gives."""
+
+    scores: list[_CountItem] | None = None
+    attack: msgspec.Raw = msgspec.Raw(b"")  # empty: absent
+    ext: msgspec.Raw = msgspec.Raw(b"")
+
+
+_COUNT_DECODER = None
+
+
+def _count_decoder():
+    global _COUNT_DECODER
+    if _COUNT_DECODER is None:
+        _COUNT_DECODER = msgspec.json.Decoder(_Counted)
+    return _COUNT_DECODER
+
+
+def _export_range(path: Path, item: tuple[tuple[int, int], int, int, int, Path | None]) -> tuple:
+    """A worker: the events of one range of whole lines (``(offset, length)``, the number of the line before it,
+    its first seq, its event count, its part file or None), numbered and encoded: ``("ok", bytes or the part file
+    holding them, seen targets)``, ``("changed", file line)`` or ``("refusal", rule, message, where, exit code)``.
+    """
+    ctx, targets, redact = _WORK
+    (offset, length), lineno, seq, events, part = item
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(length)
+    ctx.seq = seq
+    seen: dict[str, tuple[str, str, Any, str]] = {}
+    batch: list[dict] = []
+    blobs: list[bytes] = []
+    changed = None
+    try:
+        try:
+            for ev in _result_events(ctx, _range_lines(data), targets, seen, redact):
+                batch.append(ev)
+                if len(batch) >= _BATCH:
+                    blobs.append(_encode(batch))
+                    batch = []
+        except _Changed as e:
+            changed = e.args[0]
+        if batch:
+            blobs.append(_encode(batch))  # the events before a changed line come first, as in one process
+    except Refusal as e:
+        return "refusal", e.rule, e.message, e.where, e.exit_code
+    if changed is not None:
+        return "changed", lineno + changed
+    if ctx.seq - seq != events:  # pragma: no cover - _count_range and _result_events disagree
+        raise RuntimeError(f"range at {offset}: {ctx.seq - seq} events, counted {events}")
+    if part is None:
+        return "ok", b"".join(blobs), seen
+    with open(part, "xb", buffering=0) as f:
+        for blob in blobs:
+            f.write(blob)
+    return "ok", part, seen
+
+
+def _parallel_bytes(ctx: _Export, path: Path, size: int, workers: int, targets: set[str],
+                    seen_targets: dict, redact, parts: Path | None = None) -> Iterator[bytes | Path]:
+    """The result events in worker processes (forked before any thread starts): a first pass counts each range's
+    lines and events (so each range knows its first line number and seq), the second builds and encodes the
+    ranges, a bounded number in flight (each in a part file when ``parts`` is given: this process then only copies
+    files, in the kernel); their bytes come in file order."""
+    import functools
+    import multiprocessing
+
+    from aefgate.formats.aef.verifier import _parallel
+
+    global _WORK
+    ranges = _ranges(path, size)
+    _WORK = (ctx, targets, redact)
+    try:
+        pool = multiprocessing.get_context("fork").Pool(workers)
+    finally:
+        _WORK = None
+    try:
+        counts = pool.map(functools.partial(_count_range, path), ranges, chunksize=1)
+        items = []
+        lineno, seq = 0, ctx.seq
+        for r, (lines, events) in zip(ranges, counts):
+            part = None if parts is None else parts.with_name(f"{parts.name}-{len(items):06d}")
+            items.append((r, lineno, seq, events, part))
+            lineno += lines
+            seq += events
+        results = _parallel(pool, items, workers, _export_range, path)
+        try:
+            for res in results:
+                if res[0] == "changed":
+                    raise Refusal("AEP-1", "the run changed after it was verified", f"results.ndjson:{res[1]}",
+                                  exit_code=EXIT_INTEGRITY)
+                if res[0] == "refusal":
+                    raise Refusal(res[1], res[2], res[3], exit_code=res[4])
+                yield res[1]
+                seen_targets.update(res[2])
+        finally:
+            results.close()
+    finally:
+        pool.terminate()
+        pool.join()
+        if parts is not None:  # the part files of ranges never handed on (a refusal, an error)
+            prefix = f"{parts.name}-"
+            for name in os.listdir(parts.parent):
+                if name.startswith(prefix):
+                    (parts.parent / name).unlink(missing_ok=True)
+    ctx.seq = seq
 
 
 def to_cloudevents(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], mode: str = "structured",
