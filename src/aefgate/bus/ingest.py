@@ -1,0 +1,865 @@
+"""``aefgate serve ingest``: a gateway that turns a stream of AEP assessment events back into sealed AEF runs.
+
+The design is in docs/design/ingest.md. In short:
+
+- **Intake** (NATS JetStream pull consumer, or an HTTP endpoint taking CloudEvents): every message is decoded
+  (CloudEvents binary mode with ``ce-*`` headers, structured mode, a batch, or plain AEP JSON) and each event checked
+  on its own the way the importer reads it (:func:`check_event`). A message that fails is written to the dead-letter
+  sink with its reason and acknowledged; it never blocks the messages after it.
+- **Journal**: the events of a message are appended to the write-ahead journal of their session,
+  ``OUT/.journal/<name>.jsonl`` (``<name>`` = :func:`run_name` of the session), under an exclusive ``flock``, and
+  fsynced; only then is the message acknowledged (NATS) or answered ``202`` (HTTP). A message is thus acknowledged
+  once it is durably on disk, in the journal that the run will be built from.
+- **Sealing**: a session whose journal has not been written for ``idle`` seconds (the journal file's mtime, so
+  several processes sharing ``OUT`` agree), or every session this process wrote to when it shuts down, is built
+  with :func:`aefgate.converters.aef_aep.import_events` into ``OUT/.ingest/staging/``, fsynced, its event keys
+  recorded in ``OUT/.ingest/sealed/<run>.keys``, renamed to ``OUT/<run>`` (the commit point) and its journal
+  removed. Duplicates (the same ``(source, id)``, AEP-0001 §7: a redelivery) are dropped when the run is built,
+  also against the runs already sealed for the session; a crash at any point loses nothing that was acknowledged,
+  and replaying the journal after a restart gives the same sealed run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import errno
+import fcntl
+import hashlib
+import os
+import secrets
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+from urllib.parse import unquote, urlsplit
+
+from aefgate.errors import Refusal
+from aefgate.formats.aef import jsonio
+from aefgate.fsutil import fsync_dir
+
+__all__ = [
+    "IngestConfig",
+    "Stats",
+    "Store",
+    "check_event",
+    "decode_http",
+    "decode_nats",
+    "run_name",
+    "serve_ingest",
+]
+
+JOURNAL_DIR = ".journal"
+STATE_DIR = ".ingest"
+DEFAULT_DEAD_LETTER = ".ingest/dead-letter.jsonl"
+MAX_NAME = 200  # bytes of an encoded session name before it is shortened with a digest
+MAX_BODY = 32 << 20  # an HTTP request body
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+# -- names and keys ---------------------------------------------------------------------------------------------
+
+
+def run_name(session: str) -> str:
+    """The folder name of a session's run: the session id percent-encoded as UTF-8, every byte outside
+    ``[A-Za-z0-9_-]`` as ``%XX`` (so ``.`` too: ``.N`` suffixes of later generations, ``.jsonl`` and ``.keys``
+    never collide with a name, and no name is hidden, ``.`` or ``..``). A name over 200 bytes keeps its first 160
+    and ends in ``~`` and 32 hex digits of the SHA-256 of the session id."""
+    name = "".join(chr(b) if chr(b) in _SAFE else f"%{b:02X}" for b in session.encode("utf-8"))
+    if len(name) > MAX_NAME:
+        cut = name[:160]
+        if "%" in cut[-2:]:  # never split an escape
+            cut = cut[: cut.rindex("%")]
+        name = cut + "~" + hashlib.sha256(session.encode("utf-8")).hexdigest()[:32]
+    return name
+
+
+def generation_name(name: str, gen: int) -> str:
+    """``<name>`` for the first run of a session, ``<name>.2``, ``<name>.3`` ... for later ones."""
+    return name if gen == 1 else f"{name}.{gen}"
+
+
+def event_key(event: dict) -> str:
+    """The dedupe key of an event: 32 hex digits of SHA-256 over ``source``, NUL, ``id`` (AEP-0001 §7)."""
+    return hashlib.sha256(f"{event['source']}\0{event['id']}".encode("utf-8")).hexdigest()[:32]
+
+
+def _now_text() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _log(message: str) -> None:
+    sys.stderr.write(f"{_now_text()} ingest: {message}\n")
+    sys.stderr.flush()
+
+
+# -- decoding and checking --------------------------------------------------------------------------------------
+
+
+def check_event(event: Any, where: str) -> dict:
+    """One event checked as the importer reads it (AEP-13): a JSON object, a valid AEP 0.x event, one of the three
+    ``assessment.*`` types, with a session; the importer's own per-event checks. Returns the event; refuses with
+    :class:`Refusal` (rule ``INGEST-2`` for a wrong type or major version, else the importer's rule)."""
+    from aefgate.converters import aef_aep
+
+    if not isinstance(event, dict):
+        raise Refusal("AEP-13", "an event is a JSON object", where)
+    version = event.get("aep")
+    if not isinstance(version, str) or not version:
+        raise Refusal("AEP-13", "an AEP event has a string aep (AEP-0001 §5.1)", where)
+    if version.split(".", 1)[0] != "0":
+        raise Refusal("INGEST-2", f"AEP version {version!r}: only major version 0 is read", where)
+    etype = event.get("type")
+    if etype not in aef_aep.ASSESSMENT_TYPES:
+        raise Refusal("INGEST-2", f"type {etype!r} is not an assessment event (AEP-0009): nothing to ingest",
+                      where)
+    imp = aef_aep._Importer(None)  # the importer's checks on this event alone
+    imp.take(event, where)
+    return event
+
+
+def _plain_or_structured(body: bytes, where: str) -> list[tuple[dict, bool]]:
+    from aefgate.formats.cloudevents import ce_inverse
+
+    try:
+        value = jsonio.loads(body, top_object=False)
+    except jsonio.JsonProblem as e:
+        raise Refusal("INGEST-1", f"not JSON: {e.reason}", where) from None
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise Refusal("INGEST-1", "an empty batch", where)
+    out = []
+    for i, item in enumerate(items):
+        w = f"{where}[{i}]" if isinstance(value, list) else where
+        if isinstance(item, dict) and "specversion" in item:
+            out.append((ce_inverse(item, w), True))
+        elif isinstance(item, dict):
+            out.append((item, False))
+        else:
+            raise Refusal("INGEST-1", "neither an AEP event nor a CloudEvent (a JSON object)", w)
+    return out
+
+
+def decode_http(headers: dict[str, str], body: bytes, where: str) -> list[tuple[dict, bool]]:
+    """The AEP events of one HTTP request, each with whether it came as a CloudEvent: binary mode (``ce-*``
+    headers), structured (``application/cloudevents+json``), batch (``application/cloudevents-batch+json``), or
+    plain AEP JSON (``application/json``: an event or an array of events)."""
+    from aefgate.formats.cloudevents import BATCH_CONTENT_TYPE, STRUCTURED_CONTENT_TYPE, from_http
+
+    lower = {k.lower(): v for k, v in headers.items()}
+    media = (lower.get("content-type") or "").split(";", 1)[0].strip().lower()
+    if any(k.startswith("ce-") for k in lower) or media in (STRUCTURED_CONTENT_TYPE, BATCH_CONTENT_TYPE):
+        keep = {k: v for k, v in lower.items() if k.startswith("ce-") or k == "content-type"}
+        got = from_http(keep, body, where=where)
+        return [(e, True) for e in (got if isinstance(got, list) else [got])]
+    if media not in ("", "application/json", "application/x-ndjson", "text/plain"):
+        raise Refusal("INGEST-1", f"content-type {media!r}: not CloudEvents and not AEP JSON", where)
+    return _plain_or_structured(body, where)
+
+
+def decode_nats(headers: dict[str, str] | None, data: bytes, where: str) -> list[tuple[dict, bool]]:
+    """The AEP events of one NATS message (the CloudEvents NATS binding): binary mode when a ``ce-`` header is
+    present (the headers are the attributes, the data the event's data), else the payload is a structured
+    CloudEvent, a batch (``content-type: application/cloudevents-batch+json``), or plain AEP JSON."""
+    return decode_http(dict(headers or {}), bytes(data or b""), where)
+
+
+# -- the dead-letter sink ---------------------------------------------------------------------------------------
+
+
+def _raw(headers: dict[str, str] | None, body: bytes) -> dict:
+    try:
+        text = body.decode("utf-8")
+        msg: dict[str, Any] = {"body": text}
+    except UnicodeDecodeError:
+        msg = {"bodyBase64": base64.b64encode(body).decode("ascii")}
+    if headers:
+        msg["headers"] = {str(k): str(v) for k, v in headers.items()}
+    return msg
+
+
+class DeadLetter:
+    """Malformed messages, one JSON line each: ``{"at", "rule", "where", "reason", "message": {"headers"?,
+    "body" | "bodyBase64"}}`` appended to a file (fsynced before the message is acknowledged), or published on a
+    NATS subject (``nats:SUBJECT``; flushed before the acknowledgement)."""
+
+    def __init__(self, target: str, out: Path):
+        self.subject: str | None = None
+        self.path: Path | None = None
+        if target.startswith("nats:"):
+            self.subject = target[len("nats:"):]
+            if not self.subject:
+                raise Refusal("CLI-2", "a dead-letter subject is nats:SUBJECT", "--dead-letter")
+        else:
+            self.path = Path(target) if os.path.isabs(target) or target != DEFAULT_DEAD_LETTER else out / target
+        self.pending: list[bytes] = []
+        self.nc: Any = None
+        self.count = 0
+
+    def add(self, refusal: Refusal, raw: dict) -> None:
+        self.count += 1
+        _log(f"dead-letter [{refusal.rule}] at {refusal.where}: {refusal.message}")
+        rec = {"at": _now_text(), "rule": refusal.rule, "where": refusal.where, "reason": refusal.message,
+               "message": raw}
+        self.pending.append(jsonio.dumps(rec) + b"\n")
+
+    async def flush(self) -> None:
+        if not self.pending:
+            return
+        lines, self.pending = self.pending, []
+        if self.subject is not None:
+            if self.nc is None:
+                raise RuntimeError("a NATS dead-letter subject needs a NATS connection")
+            for line in lines:
+                await self.nc.publish(self.subject, line[:-1])
+            await self.nc.flush()
+            return
+        await asyncio.to_thread(self._append, lines)
+
+    def _append(self, lines: list[bytes]) -> None:
+        assert self.path is not None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, b"".join(lines))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# -- the journal and the sealed runs ----------------------------------------------------------------------------
+
+
+@dataclass
+class Stats:
+    received: int = 0  # messages (NATS) or requests (HTTP)
+    events: int = 0  # events journaled
+    dead: int = 0  # messages or requests dead-lettered
+    runs: int = 0  # runs sealed
+    sealed_events: int = 0  # distinct events in sealed runs
+    duplicates: int = 0  # journaled events dropped as redeliveries when their run was built
+    refused_sessions: int = 0  # sessions whose run the importer refused (their events dead-lettered)
+    started: float = field(default_factory=time.monotonic)
+
+    def as_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "started"}
+        d["seconds"] = round(time.monotonic() - self.started, 3)
+        return d
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(Path(dirpath))
+
+
+def _open_locked(path: Path, flags: int, blocking: bool = True) -> int | None:
+    """An fd of ``path`` under an exclusive flock, checked to still be the file at ``path`` (a sealer may have
+    removed it while we waited); None when ``path`` is gone or, without ``blocking``, locked by someone else."""
+    while True:
+        try:
+            fd = os.open(path, flags, 0o644)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return None
+            raise
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+        if not flags & os.O_CREAT:
+            return None
+
+
+@dataclass
+class SealOutcome:
+    name: str  # the journal's name
+    run: Path | None = None  # the run written
+    events: int = 0
+    duplicates: int = 0
+    refusal: Refusal | None = None
+    rejected: Path | None = None  # the journal moved aside, to dead-letter
+
+
+class Store:
+    """``OUT``: the journals (``.journal/``), the sealed runs and their key files (``.ingest/sealed/``)."""
+
+    def __init__(self, out: Path, *, at: str | None = None, key: Any = None, target_mode: str | None = None):
+        self.out = out
+        self.journal = out / JOURNAL_DIR
+        self.state = out / STATE_DIR
+        self.sealed = self.state / "sealed"
+        self.staging = self.state / "staging"
+        self.rejected = self.state / "rejected"
+        for d in (self.out, self.journal, self.sealed, self.staging, self.rejected):
+            d.mkdir(parents=True, exist_ok=True)
+        self.at = at
+        self.key = key
+        self.target_mode = target_mode
+        self._executor = None
+
+    # recovery -------------------------------------------------------------------------------------------------
+
+    def recover(self) -> list[Path]:
+        """After a crash: remove staging leftovers and key files whose run was never committed (renamed into
+        place); return the rejected journals still to be dead-lettered. Journals need nothing: they are read when
+        their session is sealed."""
+        for p in self.staging.iterdir():
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        for p in self.sealed.glob("*.keys"):
+            if not (self.out / p.name[: -len(".keys")]).is_dir():
+                p.unlink(missing_ok=True)
+        for p in self.out.glob(".*.tmp-*"):  # an interrupted rename of atomic_dir
+            shutil.rmtree(p, ignore_errors=True)
+        return sorted(self.rejected.glob("*.jsonl"))
+
+    # appending ------------------------------------------------------------------------------------------------
+
+    def append(self, batches: dict[str, list[bytes]]) -> None:
+        """Append each session's journal lines and fsync them: when this returns, they are durable."""
+        def one(item: tuple[str, list[bytes]]) -> bool:
+            name, lines = item
+            path = self.journal / f"{name}.jsonl"
+            new = not path.exists()
+            fd = _open_locked(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            assert fd is not None
+            try:
+                view = memoryview(b"".join(lines))
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return new
+
+        items = list(batches.items())
+        if len(items) == 1:
+            created = one(items[0])
+        else:  # the fsyncs of several journals at once (the file system commits them together)
+            created = any(list(self._pool().map(one, items)))
+        if created:
+            fsync_dir(self.journal)
+
+    def _pool(self):
+        if self._executor is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="journal")
+        return self._executor
+
+    # sealing --------------------------------------------------------------------------------------------------
+
+    def journals(self) -> list[str]:
+        return sorted(p.name[: -len(".jsonl")] for p in self.journal.glob("*.jsonl"))
+
+    def idle(self, idle: float, now: float | None = None) -> list[str]:
+        now = time.time() if now is None else now
+        out = []
+        for p in self.journal.glob("*.jsonl"):
+            try:
+                if now - p.stat().st_mtime >= idle:
+                    out.append(p.name[: -len(".jsonl")])
+            except FileNotFoundError:
+                pass
+        return sorted(out)
+
+    def _sealed_keys(self, name: str) -> tuple[set[str], int]:
+        """The keys of the session's committed runs, and the next generation number."""
+        keys: set[str] = set()
+        gen = 1
+        while (self.out / generation_name(name, gen)).exists():
+            kf = self.sealed / f"{generation_name(name, gen)}.keys"
+            if kf.exists():
+                keys.update(kf.read_text("ascii").split())
+            gen += 1
+        return keys, gen
+
+    def _records(self, path: Path) -> Iterator[tuple[int, dict]]:
+        with open(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                if not raw.endswith(b"\n"):
+                    _log(f"{path}:{lineno}: a partial last line (never acknowledged), ignored")
+                    return
+                try:
+                    rec = jsonio.loads(raw)
+                except jsonio.JsonProblem as e:
+                    _log(f"{path}:{lineno}: not a journal record ({e.reason}), ignored")
+                    continue
+                yield lineno, rec
+
+    def seal(self, name: str, *, idle: float | None = None) -> SealOutcome | None:
+        """Build, seal and commit the run of journal ``name`` (when it is idle for ``idle`` seconds; always with
+        None). None when there is nothing to do (gone, locked by another process, no longer idle)."""
+        from aefgate.converters.aef_aep import import_events
+        from aefgate.formats.cloudevents import ce_forward
+
+        path = self.journal / f"{name}.jsonl"
+        fd = _open_locked(path, os.O_RDWR, blocking=False)
+        if fd is None:
+            return None
+        try:
+            if idle is not None and time.time() - os.fstat(fd).st_mtime < idle:
+                return None
+            done, gen = self._sealed_keys(name)
+            outcome = SealOutcome(name)
+            keys: dict[str, None] = {}
+
+            def events() -> Iterator[tuple[str, dict]]:
+                # in stream order (NATS: the stream sequence, whichever process took the message), else as
+                # journaled; the first copy of an event is kept
+                recs = sorted(self._records(path), key=lambda lr: (lr[1].get("n", 0), lr[0]))
+                for _lineno, rec in recs:
+                    k = rec["k"]
+                    if k in done or k in keys:
+                        outcome.duplicates += 1
+                        continue
+                    keys[k] = None
+                    ev = rec["e"]
+                    yield rec["w"], (ce_forward(ev) if rec.get("ce") else ev)
+
+            gname = generation_name(name, gen)
+            stage = self.staging / f"{gname}-{secrets.token_hex(4)}"
+            try:
+                pairs = list(events())
+                if not pairs:  # only redeliveries of sealed events
+                    self._drop(path)
+                    return outcome
+                import_events(pairs, stage, at=self.at, key=self.key, target_mode=self.target_mode,
+                              name=str(path))
+            except Refusal as r:
+                shutil.rmtree(stage, ignore_errors=True)
+                outcome.refusal = r
+                aside = self.rejected / f"{name}.{time.time_ns()}.jsonl"
+                os.rename(path, aside)
+                fsync_dir(self.rejected)
+                fsync_dir(self.journal)
+                outcome.rejected = aside
+                return outcome
+            _fsync_tree(stage)
+            kf = self.sealed / f"{gname}.keys"
+            tmp = self.sealed / f".{gname}.keys.tmp"
+            with open(tmp, "wb") as f:
+                f.write("".join(k + "\n" for k in keys).encode("ascii"))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, kf)
+            fsync_dir(self.sealed)
+            dest = self.out / gname
+            os.rename(stage, dest)  # the commit point: the keys count from now on
+            fsync_dir(self.out)
+            self._drop(path)
+            outcome.run, outcome.events = dest, len(keys)
+            return outcome
+        finally:
+            os.close(fd)
+
+    def _drop(self, path: Path) -> None:
+        path.unlink()
+        fsync_dir(self.journal)
+
+
+def rejected_records(path: Path) -> Iterator[dict]:
+    """The journal records of a rejected journal (to dead-letter)."""
+    with open(path, "rb") as f:
+        for raw in f:
+            if raw.endswith(b"\n"):
+                try:
+                    yield jsonio.loads(raw)
+                except jsonio.JsonProblem:
+                    continue
+
+
+# -- the service ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class IngestConfig:
+    source: str  # nats://host:port/SUBJECT or http://127.0.0.1:PORT
+    out: Path
+    durable: str | None = None
+    idle: float = 5.0
+    dead_letter: str | None = None
+    max_inflight: int = 64
+    at: str | None = None
+    key: Any = None
+    target_mode: str | None = None
+    ack_wait: float = 30.0
+    on_ready: Callable[[], None] | None = None
+
+
+class _Service:
+    def __init__(self, cfg: IngestConfig):
+        if cfg.max_inflight < 1:
+            raise Refusal("CLI-2", "--max-inflight is at least 1", "--max-inflight")
+        if cfg.idle < 0:
+            raise Refusal("CLI-2", "--idle is a number of seconds >= 0", "--idle")
+        self.cfg = cfg
+        self.store = Store(cfg.out, at=cfg.at, key=cfg.key, target_mode=cfg.target_mode)
+        self.dead = DeadLetter(cfg.dead_letter or DEFAULT_DEAD_LETTER, cfg.out)
+        self.stats = Stats()
+        self.touched: set[str] = set()
+        self.stop = asyncio.Event()
+        self.scan_every = max(0.05, min(1.0, cfg.idle / 4))
+        self.lock = asyncio.Lock()  # one journal operation at a time in this process
+
+    # shared ---------------------------------------------------------------------------------------------------
+
+    def _records(self, events: list[tuple[dict, bool]], where: str, seq: int | None = None) -> dict[str, list[bytes]]:
+        """Checks every event (all or nothing for one message) and gives the journal lines by session."""
+        out: dict[str, list[bytes]] = {}
+        for i, (ev, ce) in enumerate(events):
+            w = where if len(events) == 1 else f"{where}[{i}]"
+            check_event(ev, w)
+            rec = {"k": event_key(ev), "w": w, "ce": ce, "e": ev}
+            if seq is not None:
+                rec["n"] = seq
+            out.setdefault(run_name(ev["session"]), []).append(jsonio.dumps(rec) + b"\n")
+        return out
+
+    def _merge(self, into: dict[str, list[bytes]], part: dict[str, list[bytes]]) -> None:
+        for k, v in part.items():
+            into.setdefault(k, []).extend(v)
+            self.stats.events += len(v)
+
+    async def _append(self, batches: dict[str, list[bytes]]) -> None:
+        if batches:
+            async with self.lock:
+                await asyncio.to_thread(self.store.append, batches)
+            self.touched.update(batches)
+
+    async def _seal(self, names: list[str], idle: float | None) -> None:
+        for name in names:
+            async with self.lock:
+                try:
+                    outcome = await asyncio.to_thread(self.store.seal, name, idle=idle)
+                except Exception as e:  # a bug or a disk error: keep the journal, say so, go on
+                    _log(f"cannot seal {name}: {type(e).__name__}: {e}")
+                    continue
+            if outcome is None:
+                continue
+            self.touched.discard(name)
+            self.stats.duplicates += outcome.duplicates
+            if outcome.run is not None:
+                self.stats.runs += 1
+                self.stats.sealed_events += outcome.events
+                _log(f"sealed {outcome.run.name} ({outcome.events} events, {outcome.duplicates} duplicates)")
+            elif outcome.refusal is not None:
+                self.stats.refused_sessions += 1
+                await self._dead_letter_journal(outcome.rejected, outcome.refusal)
+            else:
+                _log(f"{name}: only redeliveries of sealed events ({outcome.duplicates}), nothing to seal")
+
+    async def _dead_letter_journal(self, path: Path | None, refusal: Refusal) -> None:
+        if path is None:
+            return
+        for rec in rejected_records(path):
+            self.dead.add(Refusal(refusal.rule, f"the session's run was refused: {refusal.message}",
+                                  rec.get("w") or refusal.where), {"event": rec.get("e")})
+            self.stats.dead += 1
+        await self.dead.flush()
+        path.unlink(missing_ok=True)
+
+    async def _scanner(self) -> None:
+        while not self.stop.is_set():
+            try:
+                await asyncio.wait_for(self.stop.wait(), self.scan_every)
+            except asyncio.TimeoutError:
+                pass
+            if self.stop.is_set():
+                break
+            await self._seal(self.store.idle(self.cfg.idle), self.cfg.idle)
+
+    async def _startup(self) -> None:
+        for path in self.store.recover():
+            await self._dead_letter_journal(path, Refusal("AEP-14", "refused before a restart", str(path)))
+
+    async def _shutdown(self) -> None:
+        """Drain: everything taken is journaled and acknowledged already; seal this process's sessions, and the
+        journals already idle."""
+        await self._seal(sorted(self.touched), None)
+        await self._seal(self.store.idle(self.cfg.idle), self.cfg.idle)  # e.g. journals left by a crash
+        await self.dead.flush()
+
+    def _signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self.stop.set)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover
+                pass
+
+    # NATS -----------------------------------------------------------------------------------------------------
+
+    async def run_nats(self) -> None:
+        import nats
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+        u = urlsplit(self.cfg.source)
+        subject = unquote(u.path.lstrip("/"))
+        if not subject:
+            raise Refusal("CLI-2", "--from nats://HOST:PORT/SUBJECT names a subject", "--from")
+        if not self.cfg.durable:
+            raise Refusal("CLI-2", "a NATS source needs --durable NAME (the shared pull consumer)", "--durable")
+        server = f"nats://{u.hostname}:{u.port or 4222}"
+        last_error: list[str] = [""]
+
+        async def on_error(e: Exception) -> None:  # one line per new kind of error, no traceback
+            text = f"{type(e).__name__}: {e}"
+            if text != last_error[0]:
+                last_error[0] = text
+                _log(f"nats: {text}")
+
+        async def on_reconnect() -> None:
+            last_error[0] = ""
+            _log("nats: reconnected")
+
+        nc = await nats.connect(server, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
+                                allow_reconnect=True, name=f"aefgate-ingest-{os.getpid()}",
+                                error_cb=on_error, reconnected_cb=on_reconnect)
+        try:
+            self.dead.nc = nc
+            js = nc.jetstream()
+            try:
+                stream = await js.find_stream_name_by_subject(subject)
+            except Exception:
+                raise Refusal("INGEST-3", f"no JetStream stream holds the subject {subject!r}: create one (e.g. "
+                              "with aefgate publish, or nats stream add)", self.cfg.source) from None
+            config = ConsumerConfig(durable_name=self.cfg.durable, ack_policy=AckPolicy.EXPLICIT,
+                                    deliver_policy=DeliverPolicy.ALL, ack_wait=self.cfg.ack_wait,
+                                    max_ack_pending=max(1000, self.cfg.max_inflight * 4))
+            psub = await js.pull_subscribe(subject, durable=self.cfg.durable, stream=stream, config=config)
+            await self._startup()
+            _log(f"consuming {subject!r} (stream {stream}, durable {self.cfg.durable}) into {self.cfg.out}")
+            if self.cfg.on_ready:
+                self.cfg.on_ready()
+            scanner = asyncio.create_task(self._scanner())
+            try:
+                while not self.stop.is_set():
+                    try:
+                        msgs = await psub.fetch(self.cfg.max_inflight, timeout=min(1.0, max(0.2, self.scan_every)))
+                    except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                        continue
+                    except (nats.errors.ConnectionClosedError, nats.errors.NoServersError):
+                        raise
+                    except Exception as e:  # a reconnect in progress, a server restart
+                        _log(f"fetch: {type(e).__name__}: {e}")
+                        await asyncio.sleep(0.2)
+                        continue
+                    await self._take_nats(msgs, stream)
+            finally:
+                self.stop.set()
+                await scanner
+            await self._shutdown()
+            try:
+                await nc.flush(timeout=5)  # the last acknowledgements
+            except Exception as e:  # the server is gone: unacknowledged messages are redelivered, nothing lost
+                _log(f"cannot flush the acknowledgements: {type(e).__name__}: {e}")
+        finally:
+            try:
+                await asyncio.wait_for(nc.close(), 5)
+            except Exception:  # a close that cannot reach the server must not hold the shutdown
+                pass
+
+    async def _take_nats(self, msgs: list, stream: str) -> None:
+        batches: dict[str, list[bytes]] = {}
+        for m in msgs:
+            self.stats.received += 1
+            try:
+                seq = int(m.metadata.sequence.stream)
+            except Exception:
+                seq = None
+            where = f"nats:{stream}#{seq if seq is not None else '?'}"
+            try:
+                part = self._records(decode_nats(m.headers, m.data, where), where, seq)
+            except Refusal as r:
+                self.dead.add(r, _raw(m.headers, m.data))
+                self.stats.dead += 1
+                continue
+            except Exception as e:  # never crash on one message
+                self.dead.add(Refusal("INGEST-1", f"unreadable: {type(e).__name__}: {e}", where),
+                              _raw(m.headers, m.data))
+                self.stats.dead += 1
+                continue
+            self._merge(batches, part)
+        try:
+            await self._append(batches)  # durable: journal lines fsynced
+            await self.dead.flush()
+        except OSError as e:  # the disk, not the messages: nothing acknowledged, JetStream delivers them again
+            _log(f"cannot journal a batch ({e}); not acknowledged, retrying")
+            self.stats.events -= sum(len(v) for v in batches.values())
+            for m in msgs:
+                await m.nak()
+            await asyncio.sleep(1.0)
+            return
+        for m in msgs:
+            await m.ack()
+
+    # HTTP -----------------------------------------------------------------------------------------------------
+
+    async def run_http(self) -> None:
+        u = urlsplit(self.cfg.source)
+        host, port = u.hostname or "127.0.0.1", u.port or 8080
+        self.slots = asyncio.Semaphore(self.cfg.max_inflight)
+        self.busy = 0
+        await self._startup()
+        server = await asyncio.start_server(self._http_conn, host, port, limit=1 << 16)
+        _log(f"listening on http://{host}:{port} into {self.cfg.out}")
+        if self.cfg.on_ready:
+            self.cfg.on_ready()
+        scanner = asyncio.create_task(self._scanner())
+        await self.stop.wait()
+        server.close()
+        await scanner
+        while self.busy:  # requests already read are answered before the flush
+            await asyncio.sleep(0.02)
+        await self._shutdown()
+
+    async def _http_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while not self.stop.is_set():
+                try:
+                    line = await reader.readline()
+                except (ConnectionError, asyncio.LimitOverrunError, ValueError):
+                    return
+                if not line:
+                    return
+                parts = line.decode("latin-1").split()
+                if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+                    await self._respond(writer, 400, {"error": {"rule": "INGEST-1", "message": "bad request line"}},
+                                        close=True)
+                    return
+                method, target, version = parts
+                headers: dict[str, str] = {}
+                while True:
+                    h = await reader.readline()
+                    if h in (b"\r\n", b"\n", b""):
+                        break
+                    k, _, v = h.decode("latin-1").partition(":")
+                    headers[k.strip()] = v.strip()
+                lower = {k.lower(): v for k, v in headers.items()}
+                close = lower.get("connection", "").lower() == "close" or version == "HTTP/1.0"
+                body = b""
+                if lower.get("transfer-encoding", "").lower() == "chunked":
+                    chunks = []
+                    size = 0
+                    while True:
+                        n = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+                        if n == 0:
+                            while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                                pass
+                            break
+                        size += n
+                        if size > MAX_BODY:
+                            await self._respond(writer, 413, {"error": {"rule": "INGEST-1", "message":
+                                                                         "request body too large"}}, close=True)
+                            return
+                        chunks.append(await reader.readexactly(n))
+                        await reader.readline()
+                    body = b"".join(chunks)
+                elif "content-length" in lower:
+                    n = int(lower["content-length"])
+                    if n > MAX_BODY:
+                        await self._respond(writer, 413, {"error": {"rule": "INGEST-1", "message":
+                                                                     "request body too large"}}, close=True)
+                        return
+                    body = await reader.readexactly(n)
+                if method == "GET" and target.split("?")[0] in ("/healthz", "/stats"):
+                    await self._respond(writer, 200, {"ok": True, "stats": self.stats.as_dict()}, close=close)
+                elif method != "POST":
+                    await self._respond(writer, 405, {"error": {"rule": "INGEST-1", "message": "POST events"}},
+                                        close=close)
+                else:
+                    status, answer = await self._take_http(headers, body, target)
+                    await self._respond(writer, status, answer, close=close)
+                if close:
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            return
+        finally:
+            try:
+                writer.close()
+            except Exception:  # pragma: no cover
+                pass
+
+    async def _take_http(self, headers: dict[str, str], body: bytes, target: str) -> tuple[int, dict]:
+        async with self.slots:
+            self.busy += 1
+            try:
+                self.stats.received += 1
+                where = f"http:{self.stats.received}"
+                try:
+                    part = self._records(decode_http(headers, body, where), where)
+                except Refusal as r:
+                    self.dead.add(r, _raw(headers, body))
+                    self.stats.dead += 1
+                    await self.dead.flush()
+                    return 400, r.to_json()
+                except Exception as e:
+                    r = Refusal("INGEST-1", f"unreadable: {type(e).__name__}: {e}", where)
+                    self.dead.add(r, _raw(headers, body))
+                    self.stats.dead += 1
+                    await self.dead.flush()
+                    return 400, r.to_json()
+                batches: dict[str, list[bytes]] = {}
+                self._merge(batches, part)
+                try:
+                    await self._append(batches)  # fsynced before the 202
+                except OSError as e:
+                    _log(f"cannot journal a request ({e}): 503")
+                    return 503, {"error": {"rule": "INGEST-4", "where": where, "message": f"not stored: {e}"}}
+                return 202, {"accepted": sum(len(v) for v in batches.values())}
+            finally:
+                self.busy -= 1
+
+    @staticmethod
+    async def _respond(writer: asyncio.StreamWriter, status: int, value: dict, *, close: bool) -> None:
+        reasons = {200: "OK", 202: "Accepted", 400: "Bad Request", 405: "Method Not Allowed", 413: "Payload Too Large",
+                   503: "Service Unavailable"}
+        body = jsonio.dumps(value)
+        head = (f"HTTP/1.1 {status} {reasons.get(status, 'Error')}\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\n{'connection: close' if close else 'connection: keep-alive'}\r\n\r\n")
+        writer.write(head.encode("ascii") + body)
+        await writer.drain()
+
+
+async def _serve(cfg: IngestConfig) -> Stats:
+    svc = _Service(cfg)
+    svc._signals()
+    scheme = urlsplit(cfg.source).scheme
+    if scheme == "nats":
+        await svc.run_nats()
+    elif scheme == "http":
+        await svc.run_http()
+    else:
+        raise Refusal("CLI-2", "--from is nats://HOST:PORT/SUBJECT or http://HOST:PORT", "--from")
+    return svc.stats
+
+
+def serve_ingest(cfg: IngestConfig) -> Stats:
+    """Run the gateway until SIGTERM or SIGINT; returns the counters. Refuses a bad configuration (``CLI-2``) or
+    a NATS subject no stream holds (``INGEST-3``)."""
+    scheme = urlsplit(cfg.source).scheme
+    if scheme not in ("nats", "http"):
+        raise Refusal("CLI-2", "--from is nats://HOST:PORT/SUBJECT or http://HOST:PORT", "--from")
+    if scheme == "http" and (cfg.dead_letter or "").startswith("nats:"):
+        raise Refusal("CLI-2", "a nats: dead-letter subject needs a NATS source; give a file", "--dead-letter")
+    return asyncio.run(_serve(cfg))

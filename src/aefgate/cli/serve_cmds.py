@@ -1,0 +1,74 @@
+"""Long-running services: ``aefgate serve ingest`` (AEP assessment events -> sealed AEF runs).
+
+The library is :mod:`aefgate.bus.ingest`; the design (journal, acknowledgements, names, late batches) is
+docs/design/ingest.md. Refusals follow the CLI's convention (``error [RULE] at WHERE: message`` on stderr, exit 2).
+People's output (one log line per sealed run or dead letter) goes to stderr; with ``--json`` the counters are
+written as one JSON value on stdout when the service stops.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from aefgate.cli import render
+
+serve_app = typer.Typer(name="serve", help="Long-running services: serve ingest (AEP events -> sealed AEF runs).",
+                        no_args_is_help=True)
+
+
+def register(app, aef_app) -> None:
+    """Adds the ``serve`` group to the app."""
+    app.add_typer(serve_app, name="serve")
+
+
+@serve_app.command("ingest")
+def ingest(
+    source: str = typer.Option(..., "--from", help="nats://HOST:PORT/SUBJECT (a JetStream stream must hold the "
+                               "subject) or http://HOST:PORT (POST CloudEvents: binary, structured or batch mode, or "
+                               "plain AEP JSON)."),
+    out: Path = typer.Option(..., "--out", help="The folder of the runs: one run folder per session, named from "
+                             "the session id (percent-encoded); OUT/.journal and OUT/.ingest hold the service's "
+                             "state."),
+    durable: Optional[str] = typer.Option(None, "--durable", help="The JetStream durable pull consumer (NATS): "
+                                          "processes on one durable share the load."),
+    idle: float = typer.Option(5.0, "--idle", help="Seconds without a new event after which a session is complete "
+                               "and its run sealed."),
+    dead_letter: Optional[str] = typer.Option(None, "--dead-letter", help="Where malformed messages go: a JSONL "
+                                              "file (default OUT/.ingest/dead-letter.jsonl) or nats:SUBJECT."),
+    max_inflight: int = typer.Option(64, "--max-inflight", help="At most this many unacknowledged messages (the "
+                                     "pull batch size; for HTTP, requests handled at once)."),
+    ack_wait: float = typer.Option(30.0, "--ack-wait", help="NATS: seconds before an unacknowledged message is "
+                                   "redelivered (the consumer's AckWait, when this command creates the consumer)."),
+    at_fixed: Optional[str] = typer.Option(None, "--at-fixed", help="sealedAt of every run (RFC 3339 UTC; default "
+                                           "now): fixes the output, for tests."),
+    target_mode: Optional[str] = typer.Option(None, "--target-mode", help="execution.targetMode of the runs: "
+                                              "live (default), replayed, scripted or mocked."),
+    key: Optional[Path] = typer.Option(None, "--key", help="Sign every seal with this PKCS#8 PEM private key."),
+    as_json: bool = typer.Option(False, "--json", help="When the service stops, write its counters as one JSON "
+                                 "value on stdout."),
+) -> None:
+    """Ingest AEP assessment events into sealed AEF runs, one run per session (docs/design/ingest.md).
+
+    A message is acknowledged (HTTP: answered 202) only once its events are fsynced in the journal.
+    A session's run is sealed ingest once the session is idle for --idle seconds, or on SIGTERM/SIGINT.
+    Malformed messages go to the dead-letter sink and are acknowledged (HTTP: 400).
+    Example: aefgate serve ingest --from nats://127.0.0.1:4222/aep.assessments --durable ingest --out runs/
+    """
+    from aefgate.bus.ingest import IngestConfig, serve_ingest
+    from aefgate.converters.inspect_aef import _load_key
+
+    signing_key = _load_key(key)
+    cfg = IngestConfig(source=source, out=out, durable=durable, idle=idle, dead_letter=dead_letter,
+                       max_inflight=max_inflight, at=at_fixed, key=signing_key, target_mode=target_mode,
+                       ack_wait=ack_wait)
+    stats = serve_ingest(cfg)
+    if as_json:
+        render.emit_json(stats.as_dict())
+        return
+    c = render.console()
+    s = stats.as_dict()
+    c.print(f"stopped   {s['received']} messages, {s['events']} events journaled, {s['runs']} runs sealed "
+            f"({s['sealed_events']} events, {s['duplicates']} duplicates), {s['dead']} dead-lettered")
