@@ -12,7 +12,7 @@ import os
 import secrets
 import shutil
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 from aefgate.errors import Refusal
 
@@ -41,7 +41,8 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_tree(root: Path) -> None:
+def fsync_tree(root: Path) -> None:
+    """fsync every file and folder under ``root`` (before a rename that makes them durable)."""
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
             fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
@@ -68,7 +69,7 @@ def atomic_dir(dest: str | Path, *, durable: bool = False) -> Iterator[Path]:
     try:
         yield tmp
         if durable:
-            _fsync_tree(tmp)
+            fsync_tree(tmp)
         check_destination(dest)
         if dest.exists():
             dest.rmdir()
@@ -81,19 +82,99 @@ def atomic_dir(dest: str | Path, *, durable: bool = False) -> Iterator[Path]:
 
 
 def atomic_write(path: str | Path, data: bytes, *, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` through a temporary sibling file and a rename."""
+    """Write ``data`` to ``path`` through a temporary sibling file and a rename (an existing file is replaced)."""
+    atomic_lines(path, (data,), durable=durable, replace=True)
+
+
+_FLUSH = 1 << 20  # bytes gathered before a write
+
+
+def atomic_lines(path: str | Path, lines: Iterable[bytes | Path], *, durable: bool = True,
+                 replace: bool = False) -> int:
+    """Stream ``lines`` into a temporary sibling of ``path``, then move it into place; return how many bytes items
+    were written. The one way aefgate writes a file of lines (JSONL exports, event files, file destinations).
+
+    Each item is bytes (one or more whole lines, gathered into 1 MiB writes), or a :class:`Path`: a file whose
+    bytes are appended (in the kernel where it can) and which is then removed (the part files worker processes
+    write). ``lines`` may raise half-way (a refusal): nothing is left, and a generator is closed before this
+    returns, so its own cleanup runs now. With ``durable`` the file is fsynced before the move and the folder
+    after it. With ``replace`` an existing file is replaced; without, a destination that exists is refused
+    (OUT-1), also when it appears while the file is written (the move is a hard link, which never overwrites).
+    """
     path = Path(path)
-    tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
+    parent = path.parent if str(path.parent) else Path(".")
+    if not replace and (path.exists() or path.is_symlink()):
+        raise Refusal("OUT-1", "the destination exists", str(path))
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
+    n = 0
     try:
         with open(tmp, "xb") as f:
-            f.write(data)
+            buf: list[bytes] = []
+            size = 0
+            for item in lines:
+                if isinstance(item, Path):
+                    f.write(b"".join(buf))
+                    buf, size = [], 0
+                    f.flush()
+                    _append_file(f, item)
+                    continue
+                buf.append(item)
+                size += len(item)
+                n += 1
+                if size >= _FLUSH:
+                    f.write(b"".join(buf))
+                    buf, size = [], 0
+            f.write(b"".join(buf))
             if durable:
                 f.flush()
                 os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise Refusal("OUT-1", "the destination exists", str(path)) from None
         if durable:
-            fsync_dir(path.parent)
-    except BaseException:
+            fsync_dir(parent)
+    finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-        raise
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()
+    return n
+
+
+def _append_file(f: BinaryIO, part: Path) -> None:
+    """Append the file ``part`` to the open, flushed file ``f`` (copy_file_range where it can), then remove it."""
+    try:
+        with open(part, "rb") as src:
+            left = os.fstat(src.fileno()).st_size
+            try:
+                while left > 0:
+                    k = os.copy_file_range(src.fileno(), f.fileno(), left)
+                    if k <= 0:
+                        break
+                    left -= k
+            except (AttributeError, OSError):
+                pass
+            if left > 0:  # no copy_file_range here: through this process
+                while chunk := src.read(_FLUSH):
+                    f.write(chunk)
+                f.flush()
+    finally:
+        part.unlink(missing_ok=True)
+
+
+def count_lines(path: str | Path) -> int:
+    """The LF-terminated lines of a file (0 when it is absent), counted in 1 MiB chunks."""
+    n = 0
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(_FLUSH):
+                n += chunk.count(b"\n")
+    except FileNotFoundError:
+        return 0
+    return n

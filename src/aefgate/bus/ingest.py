@@ -40,7 +40,7 @@ from urllib.parse import unquote, urlsplit
 
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
-from aefgate.fsutil import fsync_dir
+from aefgate.fsutil import fsync_dir, fsync_tree
 
 __all__ = [
     "IngestConfig",
@@ -252,17 +252,6 @@ class Stats:
         return d
 
 
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(Path(dirpath))
-
-
 def _open_locked(path: Path, flags: int, blocking: bool = True) -> int | None:
     """An fd of ``path`` under an exclusive flock, checked to still be the file at ``path`` (a sealer may have
     removed it while we waited); None when ``path`` is gone or, without ``blocking``, locked by someone else."""
@@ -454,7 +443,7 @@ class Store:
                 fsync_dir(self.journal)
                 outcome.rejected = aside
                 return outcome
-            _fsync_tree(stage)
+            fsync_tree(stage)
             kf = self.sealed / f"{gname}.keys"
             tmp = self.sealed / f".{gname}.keys.tmp"
             with open(tmp, "wb") as f:

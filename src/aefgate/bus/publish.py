@@ -14,7 +14,6 @@ import asyncio
 import math
 import os
 import re
-import secrets
 import sys
 import time
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from aefgate.bus.retry import Policy
 from aefgate.bus.sinks import ACKED, DUPLICATE, FAILED, UNSENT, Item
 from aefgate.bus.spool import Spool
 from aefgate.errors import Refusal
+from aefgate.fsutil import atomic_lines
 
 CHUNK = 256  # events spooled (one fsync) before they are sent
 DEFAULT_WINDOW = 512  # unacknowledged JetStream publishes at most
@@ -326,40 +326,6 @@ def _spool_meta(dest: Destination, opts: dict, run: str | None, max_capture: str
 # -- file and stdout --------------------------------------------------------------------------------------------------
 
 
-def _write_file(path: Path, lines: Iterable[bytes]) -> int:
-    """The lines into a temporary sibling (fsynced), then linked into place: never over an existing file."""
-    from aefgate.fsutil import fsync_dir
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
-    n = 0
-    try:
-        with open(tmp, "xb") as f:
-            buf: list[bytes] = []
-            size = 0
-            for line in lines:
-                buf.append(line)
-                size += len(line)
-                n += 1
-                if size >= 1 << 20:
-                    f.write(b"".join(buf))
-                    buf, size = [], 0
-            f.write(b"".join(buf))
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)  # fails if the destination appeared meanwhile
-        except FileExistsError:
-            raise Refusal("OUT-1", "the destination exists", str(path)) from None
-        fsync_dir(path.parent)
-    finally:
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
-    return n
-
-
 def _write_stream(out: BinaryIO, lines: Iterable[bytes]) -> int:
     n = 0
     buf: list[bytes] = []
@@ -409,7 +375,7 @@ def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudeve
     if dest.kind in ("file", "stdout"):
         lines = (codec.line(ev, format, mode) for ev in events)
         if dest.kind == "file":
-            n = _write_file(dest.path, lines)
+            n = atomic_lines(dest.path, lines)
         else:
             n = _write_stream(stdout if stdout is not None else sys.stdout.buffer, lines)
         report.total = report.published = report.acked = n

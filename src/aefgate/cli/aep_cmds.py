@@ -14,6 +14,7 @@ from typing import Optional
 import typer
 
 from aefgate.cli import render
+from aefgate.fsutil import count_lines
 from aefgate.cli.inspect_cmds import JSON_OPT, POLICY_HELP, export_app, import_app
 
 CAPTURE_HELP = ("The capture ceiling (AEP-0003 §9.1): metadata (the default), redacted (kept content goes through the "
@@ -22,14 +23,6 @@ CAPTURE_HELP = ("The capture ceiling (AEP-0003 §9.1): metadata (the default), r
 
 def register(app, aef_app) -> None:
     """The commands live in the shared ``import``/``export`` groups, which :mod:`inspect_cmds` adds to the app."""
-
-
-def _count(path: Path) -> int:
-    n = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            n += chunk.count(b"\n")
-    return n
 
 
 def _policy(policy: Optional[Path]):
@@ -49,7 +42,7 @@ def _export(run: Path, out: Path, kind: str, as_json: bool, **options) -> None:
         path = aef_aep.to_aep(run, out, **options)
     else:
         path = aef_aep.to_cloudevents(run, out, **options)
-    events = _count(path)
+    events = count_lines(path)
     if as_json:
         render.emit_json({"run": str(run), "output": str(path), "format": kind, "events": events,
                           **{k: v for k, v in options.items() if k in ("max_capture", "mode") and v is not None}})
@@ -130,7 +123,7 @@ def import_aep(
     run_dir = aef_aep.from_aep(events, out, at=at, key=signing_key, run_id=run_id, target_mode=target_mode)
     run = jsonio.read_json(run_dir / "run.json")
     seal = msgspec.json.decode((run_dir / "seal.json").read_bytes())
-    lines = _count(run_dir / "results.ndjson") if (run_dir / "results.ndjson").exists() else 0
+    lines = count_lines(run_dir / "results.ndjson")
     signed = (run_dir / "attestation.dsse.json").exists()
     if as_json:
         render.emit_json({"input": str(events), "output": str(run_dir), "runId": run["runId"],

@@ -74,6 +74,7 @@ def import_inspect(
     import msgspec
 
     from aefgate.formats.inspect import open_log
+    from aefgate.fsutil import count_lines
     from aefgate.cli.inputs import require_file
 
     require_file(log)
@@ -90,7 +91,7 @@ def import_inspect(
     # the import verified the run (before sealing it, or after writing a running run: IN-11); what is shown here is
     # read from what it wrote, not verified a second time
     run = jsonio.read_json(run_dir / "run.json")
-    lines = _count_lines(run_dir / "results.ndjson")
+    lines = count_lines(run_dir / "results.ndjson")
     run_hash = None
     if (run_dir / "seal.json").exists():  # the seal the import just wrote and checked: its hash, read plainly
         run_hash = msgspec.json.decode((run_dir / "seal.json").read_bytes())["predicate"]["runHash"]
@@ -111,17 +112,6 @@ def import_inspect(
     c.print(f"run hash  {run_hash or '(none: a running run is not sealed)'}")
     if signed:
         c.print("signed    attestation.dsse.json")
-
-
-def _count_lines(path: Path) -> int:
-    """The lines of an NDJSON file the import just wrote (absent: 0)."""
-    if not path.exists():
-        return 0
-    n = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            n += chunk.count(b"\n")
-    return n
 
 
 def _progress(total: Optional[int], *, quiet: bool) -> tuple[Any, Any, Any]:

@@ -29,7 +29,7 @@ from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.times import parse_time
 from aefgate.formats.aef.vocab import STATES, TYPED_ABSENCES
-from aefgate.fsutil import check_destination
+from aefgate.fsutil import atomic_lines, check_destination
 
 __all__ = [
     "CAPTURE_LEVELS",
@@ -581,67 +581,6 @@ def _guardrail(line: Mapping[str, Any], aef: Mapping[str, Any], expl: str | None
     return {"guardrail": g, "aef": a}
 
 
-def _write_lines(out: Path, lines: Iterable[bytes]) -> None:
-    """AEP-18: the lines written to a temporary sibling, then renamed into place (streamed: memory stays flat)."""
-    import secrets
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{secrets.token_hex(4)}"
-    try:
-        with open(tmp, "xb") as f:
-            buf: list[bytes] = []
-            size = 0
-            for line in lines:
-                if type(line) is not bytes:  # a part file a worker wrote: copied in, then removed
-                    f.write(b"".join(buf))
-                    buf, size = [], 0
-                    f.flush()
-                    _append_file(f, line)
-                    continue
-                buf.append(line)
-                size += len(line)
-                if size >= 1 << 20:
-                    f.write(b"".join(buf))
-                    buf, size = [], 0
-            f.write(b"".join(buf))
-            f.flush()
-            os.fsync(f.fileno())
-        if out.exists() or out.is_symlink():
-            raise Refusal("OUT-1", "the destination exists", str(out))
-        os.replace(tmp, out)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
-        raise
-    finally:
-        close = getattr(lines, "close", None)
-        if close is not None:  # a generator's cleanup (worker processes, part files) now, not when collected
-            close()
-
-
-def _append_file(f, part: Path) -> None:
-    """Append the file ``part`` to the open file ``f`` (flushed) in the kernel where it can, then remove it."""
-    try:
-        with open(part, "rb") as src:
-            left = os.fstat(src.fileno()).st_size
-            try:
-                while left > 0:
-                    n = os.copy_file_range(src.fileno(), f.fileno(), left)
-                    if n <= 0:
-                        break
-                    left -= n
-            except (AttributeError, OSError):
-                pass
-            if left > 0:  # no copy_file_range here: through this process
-                while chunk := src.read(1 << 20):
-                    f.write(chunk)
-                f.flush()
-    finally:
-        part.unlink(missing_ok=True)
-
-
 def to_aep(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], **options: Any) -> Path:
     """AEP-18: the run's events as JSONL at ``out_path``, written atomically (nothing on a refusal)."""
     out = Path(out_path)
@@ -649,7 +588,7 @@ def to_aep(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], **
     import secrets
 
     parts = out.parent / f".{out.name}.part-{secrets.token_hex(4)}"
-    _write_lines(out, _aep_bytes(*_prepare(run_dir, **_export_options(options)), parts=parts))
+    atomic_lines(out, _aep_bytes(*_prepare(run_dir, **_export_options(options)), parts=parts))
     return out
 
 
@@ -715,24 +654,11 @@ def _workers_for(size: int) -> int:
 
 
 def _ranges(path: Path, size: int) -> list[tuple[int, int]]:
-    """results.ndjson cut into ranges of whole lines (each starts after an LF) of about ``_RANGE`` bytes."""
-    out = []
-    start = 0
+    """results.ndjson cut into ranges of whole lines of about ``_RANGE`` bytes (the verifier's cut)."""
+    from aefgate.formats.aef.verifier import _ranges as cut
+
     with open(path, "rb") as f:
-        while start < size:
-            pos = start + _RANGE
-            end = size
-            if pos < size:
-                f.seek(pos)
-                while chunk := f.read(1 << 16):
-                    i = chunk.find(b"\n")
-                    if i >= 0:
-                        end = pos + i + 1
-                        break
-                    pos += len(chunk)
-            out.append((start, end - start))
-            start = end
-    return out
+        return cut(f, size, _RANGE)
 
 
 class _Changed(Exception):
@@ -931,7 +857,7 @@ def to_cloudevents(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[
     out = Path(out_path)
     _check_file_destination(out)
     events = export_events(run_dir, **_export_options(options))
-    _write_lines(out, (jsonio.dump_line(_export_value(ev, f"{run_dir}", mode)) for ev in events))
+    atomic_lines(out, (jsonio.dump_line(_export_value(ev, f"{run_dir}", mode)) for ev in events))
     return out
 
 

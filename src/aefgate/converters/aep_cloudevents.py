@@ -21,10 +21,8 @@ sibling and renamed into place only when complete). Output is deterministic: sam
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
-import secrets
 from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
@@ -33,7 +31,7 @@ from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.cloudevents import ce_forward, ce_inverse, from_http, iter_jsonl, to_binary_http, write_jsonl
 from aefgate.formats.cloudevents.mapping import Diagnostic
-from aefgate.fsutil import check_destination, fsync_dir
+from aefgate.fsutil import atomic_lines
 
 MODES = ("structured", "binary")
 
@@ -108,65 +106,51 @@ def _export_batch(task: tuple[str, int, list[bytes | None], str]) -> tuple[bytes
 
 
 def _raw_batches(src: Path) -> Iterator[tuple[int, list[bytes | None]]]:
+    """The file's lines in batches of ``_BATCH`` (the verifier's batching), its framing checked as they are read."""
+    from aefgate.formats.aef.verifier import _batches
+
     with open(src, "rb") as f:
-        start, batch = 1, []
         try:
-            for lineno, raw in jsonio.iter_lines(f):
-                if not batch:
-                    start = lineno
-                batch.append(raw)
-                if len(batch) >= _BATCH:
-                    yield start, batch
-                    batch = []
+            yield from _batches(jsonio.iter_lines(f), _BATCH)
         except jsonio.JsonProblem as e:
             raise Refusal(e.rule, e.reason, str(src)) from None
-        if batch:
-            yield start, batch
 
 
 def _export_parallel(src: Path, dst: Path, mode: str, workers: int) -> int:
     """The export with ``workers`` forked processes: this process splits the file into batches of whole lines
     (checking the framing), the workers read, map and serialize them, this process writes the results in order
-    into a temporary sibling of ``dst``, renamed into place when complete. The first refusal in line order wins."""
-    check_destination(dst)
-    parent = dst.parent if str(dst.parent) else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = parent / f".{dst.name}.tmp-{secrets.token_hex(4)}"
+    (:func:`aefgate.fsutil.atomic_lines`: a temporary sibling of ``dst``, moved into place when complete). The
+    first refusal in line order wins."""
+    if dst.exists() or dst.is_symlink():
+        raise Refusal("OUT-1", "the destination exists", str(dst))
     pool = multiprocessing.get_context("fork").Pool(workers)
     pending: deque = deque()
     n = 0
-    try:
-        with open(tmp, "xb") as f:
 
-            def take() -> None:
-                nonlocal n
-                count, result = pending.popleft()
-                blob, problem = result.get()
-                if problem is not None:
-                    raise Refusal(*problem)
-                f.write(blob)
-                n += count
+    def blobs() -> Iterator[bytes]:
+        def take() -> bytes:
+            nonlocal n
+            count, result = pending.popleft()
+            blob, problem = result.get()
+            if problem is not None:
+                raise Refusal(*problem)
+            n += count
+            return blob
 
-            try:
-                for start, batch in _raw_batches(src):
-                    pending.append((len(batch), pool.apply_async(_export_batch, ((str(src), start, batch, mode),))))
-                    if len(pending) > 2 * workers:
-                        take()
-            except Refusal:  # a framing problem: a bad line before it is refused first
-                while pending:
-                    take()
-                raise
+        try:
+            for start, batch in _raw_batches(src):
+                pending.append((len(batch), pool.apply_async(_export_batch, ((str(src), start, batch, mode),))))
+                if len(pending) > 2 * workers:
+                    yield take()
+        except Refusal:  # a framing problem: a bad line before it is refused first
             while pending:
-                take()
-            f.flush()
-            os.fsync(f.fileno())
-        check_destination(dst)
-        os.replace(tmp, dst)
-        fsync_dir(parent)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
+                yield take()
+            raise
+        while pending:
+            yield take()
+
+    try:
+        atomic_lines(dst, blobs())
     finally:
         pool.terminate()
         pool.join()

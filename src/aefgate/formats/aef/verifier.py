@@ -865,13 +865,15 @@ def _workers_for(size: int) -> int:
     return cpus
 
 
-def _batches(lines):
+def _batches(lines, size: int | None = None):
+    """``(first line number, [raw lines])`` batches of ``size`` (``_BATCH``) lines from ``(lineno, raw)`` pairs."""
+    size = _BATCH if size is None else size
     start, batch = 1, []
     for lineno, raw in lines:
         if not batch:
             start = lineno
         batch.append(raw)
-        if len(batch) >= _BATCH:
+        if len(batch) >= size:
             yield start, batch
             batch = []
     if batch:
@@ -886,9 +888,9 @@ def _check_batch(batch: list) -> list:
 _RANGE = 8 * 1024 * 1024
 
 
-def _ranges(f, size: int) -> list[tuple[int, int]]:
-    """Cut a file into ranges of whole lines (each starts after an LF) of about ``_RANGE`` bytes."""
-    target = _RANGE
+def _ranges(f, size: int, target: int | None = None) -> list[tuple[int, int]]:
+    """Cut a file into ranges of whole lines (each starts after an LF) of about ``target`` bytes (``_RANGE``)."""
+    target = _RANGE if target is None else target
     out = []
     start = 0
     while start < size:

@@ -18,16 +18,13 @@ sibling file, renamed into place once complete: a reader never sees a half-writt
 
 from __future__ import annotations
 
-import contextlib
-import os
-import secrets
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from aefgate.errors import Refusal
 from aefgate.formats.aef.jsonio import MAX_DOC, JsonProblem, dump_line, iter_lines, loads
 from aefgate.formats.aep.validate import check_event
-from aefgate.fsutil import fsync_dir
+from aefgate.fsutil import atomic_lines
 
 __all__ = ["read_events", "write_events"]
 
@@ -85,31 +82,4 @@ def write_events(path: str | Path, events: Iterable[dict], *, durable: bool = Tr
     """Write ``events`` to ``path`` as AEP JSONL, atomically (a temporary sibling renamed into place; an
     existing file is replaced); returns how many were written. Events are written as they are (validate
     them first)."""
-    path = Path(path)
-    tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
-    n = 0
-    try:
-        with open(tmp, "xb") as f:
-            buf: list[bytes] = []
-            size = 0
-            for e in events:
-                line = dump_line(e)
-                buf.append(line)
-                size += len(line)
-                n += 1
-                if size >= 1 << 20:
-                    f.write(b"".join(buf))
-                    buf.clear()
-                    size = 0
-            f.write(b"".join(buf))
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-        if durable:
-            fsync_dir(path.parent)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
-    return n
+    return atomic_lines(path, (dump_line(e) for e in events), durable=durable, replace=True)

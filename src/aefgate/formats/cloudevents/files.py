@@ -10,19 +10,15 @@ temporary file is removed and nothing appears at the destination. Same values in
 
 from __future__ import annotations
 
-import contextlib
-import os
-import secrets
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
-from aefgate.fsutil import check_destination, fsync_dir
+from aefgate.fsutil import atomic_lines
 
 __all__ = ["iter_jsonl", "read_jsonl", "write_jsonl"]
 
-_FLUSH = 1 << 20
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
@@ -49,37 +45,6 @@ def write_jsonl(path: str | Path, values: Iterable[Any], *, durable: bool = True
     ``values`` may be a generator that raises (a refusal half-way): the destination is then never created.
     """
     path = Path(path)
-    check_destination(path)
-    if path.exists():  # an empty folder: not a file destination
+    if path.is_dir():
         raise Refusal("OUT-1", "the destination is a folder", str(path))
-    parent = path.parent if str(path.parent) else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
-    dump_line = jsonio.dump_line
-    n = 0
-    try:
-        with open(tmp, "xb") as f:
-            buf: list[bytes] = []
-            size = 0
-            for value in values:
-                line = dump_line(value)
-                buf.append(line)
-                size += len(line)
-                n += 1
-                if size >= _FLUSH:
-                    f.write(b"".join(buf))
-                    buf.clear()
-                    size = 0
-            f.write(b"".join(buf))
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        check_destination(path)
-        os.replace(tmp, path)
-        if durable:
-            fsync_dir(parent)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
-    return n
+    return atomic_lines(path, (jsonio.dump_line(v) for v in values), durable=durable)

@@ -1,0 +1,68 @@
+"""fsutil.atomic_lines: the one way a file of lines is written (nothing half-written, never over a file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aefgate.errors import Refusal
+from aefgate.fsutil import atomic_lines, atomic_write, count_lines
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+def test_lines_and_part_files_in_order(tmp_path: Path) -> None:
+    part = tmp_path / "part-1"
+    part.write_bytes(b"c\nd\n" * 300_000)  # bigger than one write
+    out = tmp_path / "sub" / "out.jsonl"
+    n = atomic_lines(out, [b"a\n", b"b\n", part, b"e\n"])
+    assert n == 3
+    assert out.read_bytes() == b"a\nb\n" + b"c\nd\n" * 300_000 + b"e\n"
+    assert not part.exists()  # a part file is removed once copied in
+    assert count_lines(out) == 600_003 and count_lines(tmp_path / "absent") == 0
+    assert _leftovers(out.parent) == []
+
+
+def test_an_existing_destination_is_refused_and_left_alone(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"keep\n")
+    with pytest.raises(Refusal) as e:
+        atomic_lines(out, [b"x\n"])
+    assert e.value.rule == "OUT-1" and out.read_bytes() == b"keep\n"
+
+    def appears():  # the destination appears while the file is written: still never overwritten
+        yield b"x\n"
+        (tmp_path / "late.jsonl").write_bytes(b"theirs\n")
+        yield b"y\n"
+
+    with pytest.raises(Refusal) as e:
+        atomic_lines(tmp_path / "late.jsonl", appears())
+    assert e.value.rule == "OUT-1" and (tmp_path / "late.jsonl").read_bytes() == b"theirs\n"
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_refusal_half_way_leaves_nothing_and_closes_the_generator(tmp_path: Path) -> None:
+    closed = []
+
+    def lines():
+        try:
+            yield b"a\n"
+            raise Refusal("X-1", "half way")
+        finally:
+            closed.append(True)
+
+    with pytest.raises(Refusal):
+        atomic_lines(tmp_path / "out.jsonl", lines())
+    assert closed == [True] and list(tmp_path.iterdir()) == []
+
+
+def test_replace_and_atomic_write_replace(tmp_path: Path) -> None:
+    out = tmp_path / "f"
+    out.write_bytes(b"old")
+    atomic_lines(out, [b"new\n"], replace=True)
+    assert out.read_bytes() == b"new\n"
+    atomic_write(out, b"newer")
+    assert out.read_bytes() == b"newer" and _leftovers(tmp_path) == []
