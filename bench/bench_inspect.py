@@ -5,6 +5,16 @@
 For each log (generate them with bench/make_inspect_log.py), as separate processes (wall seconds, peak RSS of the
 process from wait4): `aefgate import inspect LOG OUT --target-mode scripted` (read, convert, write, seal: the whole
 import), the same with `--content-capture off`, and `inspect_ai.log.read_eval_log(LOG)` merely reading the file.
+
+    python bench/bench_inspect.py LOG.eval [LOG2.eval ...] --phase build [--tracemalloc] [--baseline-src DIR]
+
+measures the part before the seal alone, in a separate process per log: the import runs through the CLI's code
+path (``open_log`` then ``import_log``) and stops when the sealer is called (``RunBuilder.finish`` has written
+``results.ndjson``, ``evidence.ndjson``, the blobs, ``summary.json``, ``metrics.json``, ``run.json``); it reports
+the wall time to there and the process's peak RSS (``ru_maxrss``; the blob writer child is a separate ``python -S``
+of constant size), and with ``--tracemalloc`` the peak of traced Python allocations (slower: for the size, not the
+time). With ``--baseline-src DIR`` (a copy of another version's ``src``, e.g. ``git archive HEAD src | tar -x -C
+DIR``) the same is measured with that version first, one after the other for each log, so both see the same machine.
 """
 
 from __future__ import annotations
@@ -20,11 +30,73 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import measure  # noqa: E402
 
 
+_PROBE = r"""
+import os, resource, sys, time, tracemalloc
+t0 = time.perf_counter()
+if sys.argv[3] == "1":
+    tracemalloc.start()
+from aefgate.converters.inspect_aef import import_log
+from aefgate.formats.aef import sealer
+from aefgate.formats.inspect import open_log
+
+def stop(*a, **k):
+    dt = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1] / 2**20 if tracemalloc.is_tracing() else 0.0
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu, kids_cpu = me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+    print(f"{dt:.2f} {me.ru_maxrss / 1024:.1f} {peak:.1f} {cpu:.2f} {kids_cpu:.2f}", flush=True)
+    os._exit(0)
+
+sealer.seal_run = stop
+log = open_log(sys.argv[1])
+import_log(log.header, log.samples(), sys.argv[2], target_mode="scripted", total=log.sample_count)
+raise SystemExit("the import ended without sealing")
+"""
+
+
+def build_phase(logs: list[Path], traced: bool, repeat: int, baseline: Path | None = None) -> int:
+    import os
+    import subprocess
+
+    print("| log | version | to the seal: wall | CPU (user+sys) | the blob writer's CPU | peak RSS | peak traced "
+          "(tracemalloc) |\n|---|---|---|---|---|---|---|")
+    versions = ([("baseline", str(baseline.resolve()))] if baseline is not None else []) + [("this tree", None)]
+    with tempfile.TemporaryDirectory() as d:
+        for log in logs:
+            for label, src in versions:
+                env = dict(os.environ)
+                if src is not None:
+                    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+                best = None
+                for _ in range(repeat):
+                    out = Path(d) / "run"
+                    shutil.rmtree(out, ignore_errors=True)
+                    for p in Path(d).glob(".run*"):
+                        shutil.rmtree(p, ignore_errors=True)
+                    r = subprocess.run([sys.executable, "-c", _PROBE, str(log), str(out), "1" if traced else "0"],
+                                       capture_output=True, text=True, env=env)
+                    if r.returncode != 0:
+                        raise SystemExit(r.stderr[-2000:] or r.stdout)
+                    t, rss, peak, cpu, kids = (float(x) for x in r.stdout.split())
+                    best = (t, rss, peak, cpu, kids) if best is None or t < best[0] else best
+                t, rss, peak, cpu, kids = best
+                traced_text = f"{peak:.1f} MB" if traced else "-"
+                print(f"| {log.name} | {label} | {t:.2f} s | {cpu:.2f} s | {kids:.2f} s | {rss:.1f} MB | "
+                      f"{traced_text} |", flush=True)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("logs", nargs="+", type=Path)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--phase", choices=["all", "build"], default="all",
+                    help="all: the whole import against read_eval_log; build: the import until the seal, alone")
+    ap.add_argument("--tracemalloc", action="store_true", help="with --phase build: also trace Python allocations")
+    ap.add_argument("--baseline-src", type=Path, help="with --phase build: also measure this copy of src first")
     a = ap.parse_args(argv)
+    if a.phase == "build":
+        return build_phase(a.logs, a.tracemalloc, a.repeat, a.baseline_src)
     rows = []
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "run"

@@ -1,23 +1,49 @@
-"""Run a command and report its wall time and the peak of the summed RSS of its whole process tree (polled every
-0.1 s from /proc; shared copy-on-write pages are counted once per process, so this over-estimates).
+"""Run a command and report its wall time and the peaks, over its whole process tree (polled every 0.1 s from
+/proc), of the summed RSS and of the summed PSS.
+
+RSS counts a page shared by forked processes (copy-on-write, not yet written) once in every process, so the sum
+over-estimates; PSS (proportional set size, /proc/PID/smaps_rollup) divides each shared page among the processes
+sharing it, so the sum is the memory the tree actually holds.
 
     python bench/treerss.py aefgate verify RUN --json
 """
-import subprocess, sys, time, os
-p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+import subprocess
+import sys
+import time
+
+
 def tree(pid):
-    out=[pid]
+    out = [pid]
     try:
-        for c in open(f"/proc/{pid}/task/{pid}/children").read().split(): out += tree(int(c))
-    except OSError: pass
+        for c in open(f"/proc/{pid}/task/{pid}/children").read().split():
+            out += tree(int(c))
+    except OSError:
+        pass
     return out
-peak=0; t=time.perf_counter()
-while p.poll() is None:
-    tot=0
-    for q in tree(p.pid):
-        try:
-            for l in open(f"/proc/{q}/status"):
-                if l.startswith("VmRSS:"): tot += int(l.split()[1])
-        except OSError: pass
-    peak=max(peak,tot); time.sleep(0.1)
-print(f"{time.perf_counter()-t:.2f} s, peak RSS of the process tree (sum) {peak/1024:.0f} MB")
+
+
+def field(path, name):
+    try:
+        for line in open(path):
+            if line.startswith(name):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def main():
+    p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak_rss = peak_pss = 0
+    t = time.perf_counter()
+    while p.poll() is None:
+        pids = tree(p.pid)
+        peak_rss = max(peak_rss, sum(field(f"/proc/{q}/status", "VmRSS:") for q in pids))
+        peak_pss = max(peak_pss, sum(field(f"/proc/{q}/smaps_rollup", "Pss:") for q in pids))
+        time.sleep(0.1)
+    print(f"{time.perf_counter() - t:.2f} s, exit {p.returncode}, peak of the process tree: "
+          f"RSS (sum) {peak_rss / 1024:.0f} MB, PSS (sum) {peak_pss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

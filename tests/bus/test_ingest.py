@@ -77,8 +77,10 @@ class Serve:
              "--at-fixed", AT, "--json", *extra],
             stdout=subprocess.PIPE, stderr=self.err)
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> dict | None:
-        self.proc.send_signal(sig)
+    def stop(self, sig: int | None = signal.SIGTERM, timeout: float = 30) -> dict | None:
+        """Send ``sig`` (None: it was sent already) and wait for the process; its JSON stats unless killed."""
+        if sig is not None:
+            self.proc.send_signal(sig)
         out, _ = self.proc.communicate(timeout=timeout)
         self.err.close()
         if sig == signal.SIGKILL:

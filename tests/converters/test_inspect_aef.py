@@ -1003,3 +1003,138 @@ def test_text_facts_agree_with_a_walk(value: Any, ascii_only: bool) -> None:
         assert facts.surrogate_escapes
     if not ascii_only and not _has_surrogate(value) and "\\u" not in text:
         assert not facts.surrogate_escapes
+
+
+# -- a .eval imported by case (memory flat in the number of samples, docs/mappings/inspect-format.md) ---------------
+
+EPOCHS_EVAL = SAMPLES / "inspect" / "epochs_mean.eval"
+LATER = "2027-01-01T00:00:00Z"  # a seal time after the sample logs end
+
+
+def _lines_by_content(run: Path) -> dict[tuple, dict]:
+    """The run's lines by (caseId, path, trial), evidence ids replaced by what they cite (kind, digest): two imports
+    that number their evidence in another order compare equal."""
+    ev = {x["evidenceId"]: (x["kind"], x["digest"]) for _, x in jsonio.iter_ndjson(run / "evidence.ndjson")}
+    out = {}
+    for _, x in jsonio.iter_ndjson(run / "results.ndjson"):
+        x = {**x, "evidence": sorted(ev[e] for e in x.get("evidence", []))}
+        out[(x["caseId"], x["path"], x.get("trial"))] = x
+    return out
+
+
+def test_a_eval_is_imported_case_by_case_with_the_same_lines(tmp_path: Path) -> None:
+    """The .eval is read by id, then epoch: each case's trial lines, then its rollups, case after case. The lines
+    are the ones the import in Inspect's order gives (samples, then every rollup), evidence for evidence."""
+    by_case = ia.from_inspect(EPOCHS_EVAL, tmp_path / "by-case", at=LATER)
+    log = open_log(EPOCHS_EVAL)
+    header = {**log.header, "reductions": log.reductions()}
+    in_order = ia.import_log(header, list(log.samples()), tmp_path / "in-order", at=LATER)  # a list: any order
+    lines = [x for _, x in jsonio.iter_ndjson(by_case / "results.ndjson")]
+    cases = [x["caseId"] for x in lines]
+    assert cases == sorted(cases) and len(set(cases)) == 4  # e1's lines, then e2's, ...
+    for case in set(cases):
+        mine = [(x.get("trial"), "trials" in x) for x in lines if x["caseId"] == case]
+        assert mine == [(0, False)] * 2 + [(1, False)] * 2 + [(2, False)] * 2 + [(None, True)] * 2
+    other = [x["caseId"] for _, x in jsonio.iter_ndjson(in_order / "results.ndjson")]
+    assert other != cases  # Inspect's order: by epoch, the rollups at the end
+    assert _lines_by_content(by_case) == _lines_by_content(in_order)
+    for name in ("summary.json", "metrics.json"):
+        assert jsonio.read_json(by_case / name) == jsonio.read_json(in_order / name)
+    assert {p.name for p in (by_case / "blobs").rglob("*")} == {p.name for p in (in_order / "blobs").rglob("*")}
+    assert verify_run(by_case).outcome == "intact"
+
+
+def _eval_members(path: Path) -> list[tuple[str, bytes]]:
+    from aefgate.formats.inspect import zipsafe
+
+    archive = zipsafe.Archive(path)
+    with archive.open() as f:
+        return [(m.name, archive.read(f, m)) for m in archive.members]
+
+
+def _rewritten(tmp: Path, name: str, change) -> Path:
+    """epochs_mean.eval rewritten (DEFLATE, by the standard library) with ``change(members)`` applied to its list of
+    (name, bytes)."""
+    import zipfile
+
+    members = change(_eval_members(EPOCHS_EVAL))
+    out = tmp / name
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for n, data in members:
+            z.writestr(n, data)
+    return out
+
+
+def _with_reductions(change):
+    def apply(members):
+        out = []
+        for n, data in members:
+            if n == "reductions.json":
+                red = json.loads(data)
+                change(red)
+                data = json.dumps(red).encode()
+            out.append((n, data))
+        return out
+    return apply
+
+
+def _refused(log: Path, tmp: Path) -> Refusal:
+    with pytest.raises(Refusal) as e:
+        ia.from_inspect(log, tmp / "out", at=LATER)
+    assert not (tmp / "out").exists() and not [p for p in tmp.iterdir() if p.name.startswith(".out")]
+    return e.value
+
+
+def test_a_eval_by_case_refuses_what_the_import_refuses(tmp_path: Path) -> None:
+    # the rewritten log itself imports
+    same = _rewritten(tmp_path, "same.eval", lambda m: m)
+    assert verify_run(ia.from_inspect(same, tmp_path / "ok", at=LATER)).outcome == "intact"
+    # a reduced score for a case without samples: found once every case is done
+    log = _rewritten(tmp_path, "extra.eval", _with_reductions(
+        lambda red: red[1]["samples"].append({**red[1]["samples"][0], "sample_id": "zz"})))
+    e = _refused(log, tmp_path)
+    assert (e.rule, e.where) == ("IN-8", "/reductions/1/samples/4") and "'zz'" in e.message
+    # a case without its reduction at a path (RES-8), and two reductions of one case and path
+    e = _refused(_rewritten(tmp_path, "missing.eval", _with_reductions(lambda red: red[0]["samples"].pop(2))),
+                 tmp_path)
+    assert (e.rule, e.where) == ("IN-8", "/reductions") and "'e3'" in e.message and "'match'" in e.message
+    e = _refused(_rewritten(tmp_path, "twice.eval", _with_reductions(
+        lambda red: red[0]["samples"].append(red[0]["samples"][1]))), tmp_path)
+    assert (e.rule, e.where) == ("IN-8", "/reductions/0/samples/4") and "two reductions of case 'e2'" in e.message
+    # a reduction that is not an object: refused as the reductions are read, before any sample
+    e = _refused(_rewritten(tmp_path, "bad.eval", _with_reductions(lambda red: red.append(7))), tmp_path)
+    assert (e.rule, e.where) == ("IN-8", "/reductions/2")
+
+    # a member whose sample is not the one its name says: a second sample of a case at an epoch, and a case whose
+    # samples are not together
+    def rename(to_id: str, to_epoch: int, drop: str = ""):
+        def apply(members):
+            out = []
+            for n, data in members:
+                if n == drop:
+                    continue
+                if n == "samples/e4_epoch_2.json":
+                    s = json.loads(data)
+                    s["id"], s["epoch"] = to_id, to_epoch
+                    data = json.dumps(s).encode()
+                out.append((n, data))
+            return out
+        return apply
+
+    e = _refused(_rewritten(tmp_path, "dup.eval", rename("e1", 1)), tmp_path)
+    assert e.rule == "IN-8" and "two samples of case 'e1' at epoch 1" in e.message
+    e = _refused(_rewritten(tmp_path, "apart.eval", rename("e2", 3, drop="samples/e2_epoch_3.json")), tmp_path)
+    assert e.rule == "IN-8" and "not together" in e.message
+    e = _refused(_rewritten(tmp_path, "dup-here.eval", rename("e4", 1)), tmp_path)
+    assert e.rule == "IN-8" and "two samples of case 'e4' at epoch 1" in e.message
+
+
+def test_samples_given_as_a_list_keep_their_order(tmp_path: Path) -> None:
+    """import_log over any iterable (not a stream from open_log) reads the samples in the order given."""
+    log = open_log(EPOCHS_EVAL)
+    samples = list(log.samples(order="case"))
+    header = {**log.header, "reductions": log.reductions()}
+    run = ia.import_log(header, iter(samples), tmp_path / "run", at=LATER)
+    lines = [x for _, x in jsonio.iter_ndjson(run / "results.ndjson")]
+    assert [x.get("trial") for x in lines[:6]] == [0, 0, 1, 1, 2, 2]
+    assert all("trials" in x for x in lines[-8:])  # the rollups at the end: the order was not known

@@ -82,7 +82,10 @@ class HttpSink:
     def _encode(self, items: list[Item]) -> tuple[dict[str, str], bytes]:
         if self.batch > 1:
             return codec.batch((it.event for it in items), self.fmt)
-        return codec.message(items[0].event, self.fmt, self.mode)
+        it = items[0]
+        if it.body is not None:  # encoded by the producer
+            return it.headers, it.body
+        return codec.message(it.event, self.fmt, self.mode)
 
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
         if self._conn is None:

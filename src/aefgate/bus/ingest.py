@@ -30,6 +30,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -46,9 +47,11 @@ __all__ = [
     "IngestConfig",
     "Stats",
     "Store",
+    "Fleet",
     "check_event",
     "decode_http",
     "decode_nats",
+    "node_name",
     "run_name",
     "serve_ingest",
 ]
@@ -58,6 +61,8 @@ STATE_DIR = ".ingest"
 DEFAULT_DEAD_LETTER = ".ingest/dead-letter.jsonl"
 MAX_NAME = 200  # bytes of an encoded session name before it is shortened with a digest
 MAX_BODY = 32 << 20  # an HTTP request body
+DRAIN_MAX = 5.0  # seconds a stopping node keeps journaling what other nodes forward to it
+HEARTBEAT = 2.0  # seconds between a node's presence updates; a node silent for 5 of them is no longer offered sessions
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
@@ -244,6 +249,8 @@ class Stats:
     sealed_events: int = 0  # distinct events in sealed runs
     duplicates: int = 0  # journaled events dropped as redeliveries when their run was built
     refused_sessions: int = 0  # sessions whose run the importer refused (their events dead-lettered)
+    forwarded: int = 0  # events taken from the source and forwarded to the node owning their session
+    claimed: int = 0  # sessions this node claimed (for itself or, by rendezvous hashing, for another node)
     started: float = field(default_factory=time.monotonic)
 
     def as_dict(self) -> dict:
@@ -477,6 +484,210 @@ def rejected_records(path: Path) -> Iterator[dict]:
                     continue
 
 
+# -- the fleet: session ownership across nodes ------------------------------------------------------------------
+
+
+NODE_FILE = "node"  # OUT/.ingest/node: the node's name, kept across restarts
+_TOKEN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def _token(text: str, limit: int = 64) -> str:
+    """``text`` as a NATS name and subject token (``[A-Za-z0-9_-]``): kept when it is one, else the allowed
+    characters and 12 hex digits of its SHA-256 (so two different texts never give one token)."""
+    if text and len(text) <= limit and set(text) <= _TOKEN:
+        return text
+    kept = "".join(c if c in _TOKEN else "-" for c in text)[: limit - 13]
+    return f"{kept}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}"
+
+
+def node_name(out: Path, given: str | None = None) -> str:
+    """The node's name: ``--node`` when given (``[A-Za-z0-9_-]``, at most 64 characters), else the one kept in
+    ``OUT/.ingest/node``, else ``<hostname>-<12 hex digits of the SHA-256 of OUT's real path>`` (written there,
+    so a restart with the same ``OUT`` is the same node even when the host name changed). Processes sharing one
+    ``OUT`` are one node."""
+    from aefgate.fsutil import atomic_write
+
+    kept = out / STATE_DIR / NODE_FILE
+    if given is not None:
+        if not given or len(given) > 64 or not set(given) <= _TOKEN:
+            raise Refusal("CLI-2", "a node name is 1 to 64 characters of [A-Za-z0-9_-]", "--node")
+        name = given
+    else:
+        try:
+            name = kept.read_text("ascii").strip()
+        except (FileNotFoundError, UnicodeDecodeError):
+            name = ""
+        if not name or not set(name) <= _TOKEN:
+            host = _token(socket.gethostname() or "host", 40)
+            name = f"{host}-{hashlib.sha256(str(out.resolve()).encode('utf-8')).hexdigest()[:12]}"
+    try:
+        if kept.read_text("ascii").strip() == name:
+            return name
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(kept, name.encode("ascii") + b"\n")
+    return name
+
+
+def claim_key(name: str) -> str:
+    """The key-value key of a session's claim: ``s.`` and 32 hex digits of the SHA-256 of its run name."""
+    return "s." + hashlib.sha256(name.encode("utf-8")).hexdigest()[:32]
+
+
+class Fleet:
+    """Several ``serve ingest`` nodes (each with its own ``OUT``) on one durable consumer (docs/design/ingest.md,
+    "Across hosts"). A session belongs to the node that first claimed it in the key-value bucket
+    ``aefgate_ingest_<stream>_<durable>`` (atomic ``create``; the value is the node's name; a claim is never
+    released: the owner keeps the session's sealed keys, so later generations and redeliveries must reach it).
+    A node that takes events of another node's session forwards them, as journal records, to the stream
+    ``AEFGATE_INGEST_<stream>_<durable>`` on the subject ``aefgate.ingest.<stream>_<durable>.node.<owner>``
+    (work-queue retention, ``Nats-Msg-Id`` a digest of the records); each node pulls its own subject through the
+    durable consumer ``node-<name>`` and journals what it gets like its own intake."""
+
+    def __init__(self, js: Any, nc: Any, node: str, stream: str, durable: str, *, ack_wait: float):
+        self.js, self.nc, self.node = js, nc, node
+        tag = _token(f"{stream}_{durable}", 100)
+        self.bucket = f"aefgate_ingest_{tag}"
+        self.stream = f"AEFGATE_INGEST_{tag}"
+        self.prefix = f"aefgate.ingest.{tag}.node"
+        self.ack_wait = ack_wait
+        self.kv: Any = None
+        self.psub: Any = None
+        self.owners: dict[str, str] = {}  # run name -> owner (claims never change: a cache, bounded below)
+        self.claimed = 0  # sessions this node claimed (for itself or for another node)
+        self.nodes_kv: Any = None  # presence: one key per live node, expiring unless refreshed
+        self.live: list[str] = [node]
+        self.live_at = 0.0
+
+    async def setup(self) -> None:
+        """Find or create the bucket, the forwarding stream and this node's consumer; several processes may do
+        it at once (creating what exists with the same configuration is not an error; a lost race is retried
+        by looking the thing up)."""
+        import nats.js.errors as jse
+        from nats.js.api import (AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, RetentionPolicy,
+                                 StorageType, StreamConfig)
+
+        where = f"nats stream {self.stream}, bucket {self.bucket}"
+        for attempt in range(5):
+            try:
+                try:
+                    self.kv = await self.js.key_value(self.bucket)
+                except jse.BucketNotFoundError:
+                    self.kv = await self.js.create_key_value(KeyValueConfig(bucket=self.bucket, history=1,
+                                                                            storage=StorageType.FILE))
+                try:
+                    self.nodes_kv = await self.js.key_value(self.bucket + "_nodes")
+                except jse.BucketNotFoundError:
+                    self.nodes_kv = await self.js.create_key_value(KeyValueConfig(
+                        bucket=self.bucket + "_nodes", history=1, ttl=5 * HEARTBEAT, storage=StorageType.MEMORY))
+                try:
+                    await self.js.stream_info(self.stream)
+                except jse.NotFoundError:
+                    await self.js.add_stream(StreamConfig(name=self.stream, subjects=[f"{self.prefix}.*"],
+                                                          retention=RetentionPolicy.WORK_QUEUE,
+                                                          storage=StorageType.FILE, duplicate_window=120.0))
+                config = ConsumerConfig(durable_name=f"node-{self.node}", ack_policy=AckPolicy.EXPLICIT,
+                                        deliver_policy=DeliverPolicy.ALL, ack_wait=self.ack_wait,
+                                        filter_subject=f"{self.prefix}.{self.node}")
+                self.psub = await self.js.pull_subscribe(f"{self.prefix}.{self.node}", durable=f"node-{self.node}",
+                                                         stream=self.stream, config=config)
+                await self.beat()  # present once its consumer exists: what is forwarded to it is consumed
+                return
+            except Exception as e:  # an API error (a lost creation race) or a timeout: look up again
+                if attempt == 4:
+                    text = getattr(e, "description", None) or f"{type(e).__name__}: {e}"
+                    raise Refusal("INGEST-5", f"cannot set up the fleet's state: {text}", where) from None
+                await asyncio.sleep(0.1 * (attempt + 1))
+
+    async def beat(self) -> None:
+        """This node's presence (the nodes bucket expires a key not refreshed for ``5 * HEARTBEAT`` seconds)."""
+        await self.nodes_kv.put(f"n.{self.node}", _now_text().encode("ascii"))
+
+    async def heartbeat(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), HEARTBEAT)
+            except asyncio.TimeoutError:
+                pass
+            if stop.is_set():
+                break
+            try:
+                await self.beat()
+            except Exception as e:  # a reconnect: the next beat comes soon enough
+                _log(f"heartbeat: {type(e).__name__}: {e}")
+
+    async def leave(self) -> None:
+        """No longer offered new sessions (a clean stop; a crash just lets the key expire)."""
+        try:
+            await self.nodes_kv.delete(f"n.{self.node}")
+        except Exception:
+            pass
+
+    async def _live(self) -> list[str]:
+        """The live nodes (this one always among them), looked up at most once a second."""
+        import nats.js.errors as jse
+
+        if time.monotonic() - self.live_at >= 1.0:
+            try:
+                keys = await self.nodes_kv.keys()
+            except jse.NoKeysError:
+                keys = []
+            self.live = sorted({k[2:] for k in keys if k.startswith("n.")} | {self.node})
+            self.live_at = time.monotonic()
+        return self.live
+
+    async def owner(self, name: str) -> str:
+        """The node that owns the session ``name``. When nobody owns it yet, it is claimed for the live node that
+        rendezvous hashing prefers (the highest SHA-256 of node name, NUL, run name): sessions spread over the
+        fleet, whichever node took their first event; ``create`` is atomic, so the first claim wins."""
+        import nats.js.errors as jse
+
+        known = self.owners.get(name)
+        if known is not None:
+            return known
+        key = claim_key(name)
+        while True:
+            live = await self._live()
+            prefer = max(live, key=lambda n: hashlib.sha256(f"{n}\0{name}".encode("utf-8")).digest())
+            try:
+                await self.kv.create(key, prefer.encode("ascii"))
+                owner = prefer
+                self.claimed += 1
+                break
+            except jse.KeyWrongLastSequenceError:
+                try:
+                    entry = await self.kv.get(key)
+                except (jse.KeyNotFoundError, jse.KeyDeletedError):  # deleted by an operator meanwhile
+                    continue
+                owner = (entry.value or b"").decode("ascii", "replace")
+                break
+        if len(self.owners) >= 100_000:
+            self.owners.clear()
+        self.owners[name] = owner
+        return owner
+
+    async def forward(self, by_owner: dict[str, list[bytes]]) -> None:
+        """Publish each owner's journal records on its subject and wait for JetStream's acknowledgements: when
+        this returns, they are stored (and stay until the owner has journaled them)."""
+        limit = max(4096, int(getattr(self.nc, "max_payload", 1 << 20) or (1 << 20)) - 4096)
+
+        async def one(owner: str, lines: list[bytes]) -> None:
+            chunk: list[bytes] = []
+            size = 0
+            for line in lines + [b""]:
+                if chunk and (not line or size + len(line) > limit):
+                    data = b"".join(chunk)
+                    await self.js.publish(f"{self.prefix}.{owner}", data, timeout=max(2.0, self.ack_wait / 3),
+                                          headers={"Nats-Msg-Id": hashlib.sha256(data).hexdigest()[:32]})
+                    chunk, size = [], 0
+                if line:
+                    chunk.append(line)
+                    size += len(line)
+
+        await asyncio.gather(*(one(o, ls) for o, ls in by_owner.items()))
+
+
 # -- the service ------------------------------------------------------------------------------------------------
 
 
@@ -493,6 +704,7 @@ class IngestConfig:
     target_mode: str | None = None
     ack_wait: float = 30.0
     on_ready: Callable[[], None] | None = None
+    node: str | None = None  # NATS: this node's name (default: kept in OUT/.ingest/node, see node_name)
 
 
 class _Service:
@@ -509,6 +721,9 @@ class _Service:
         self.stop = asyncio.Event()
         self.scan_every = max(0.05, min(1.0, cfg.idle / 4))
         self.lock = asyncio.Lock()  # one journal operation at a time in this process
+        self.fleet: Fleet | None = None
+        self.intake_done = asyncio.Event()  # NATS: no more fetches from the source (the node loop then drains)
+        self.caught_up = asyncio.Event()  # NATS: the backlog forwarded to this node is journaled (idle scans wait)
 
     # shared ---------------------------------------------------------------------------------------------------
 
@@ -524,16 +739,17 @@ class _Service:
             out.setdefault(run_name(ev["session"]), []).append(jsonio.dumps(rec) + b"\n")
         return out
 
-    def _merge(self, into: dict[str, list[bytes]], part: dict[str, list[bytes]]) -> None:
+    @staticmethod
+    def _merge(into: dict[str, list[bytes]], part: dict[str, list[bytes]]) -> None:
         for k, v in part.items():
             into.setdefault(k, []).extend(v)
-            self.stats.events += len(v)
 
     async def _append(self, batches: dict[str, list[bytes]]) -> None:
         if batches:
             async with self.lock:
                 await asyncio.to_thread(self.store.append, batches)
             self.touched.update(batches)
+            self.stats.events += sum(len(v) for v in batches.values())
 
     async def _seal(self, names: list[str], idle: float | None) -> None:
         for name in names:
@@ -568,6 +784,12 @@ class _Service:
         path.unlink(missing_ok=True)
 
     async def _scanner(self) -> None:
+        if self.fleet is not None:  # after a restart, what other nodes forwarded meanwhile is journaled first
+            stop = asyncio.create_task(self.stop.wait())
+            up = asyncio.create_task(self.caught_up.wait())
+            await asyncio.wait({stop, up}, return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+            up.cancel()
         while not self.stop.is_set():
             try:
                 await asyncio.wait_for(self.stop.wait(), self.scan_every)
@@ -635,12 +857,18 @@ class _Service:
             config = ConsumerConfig(durable_name=self.cfg.durable, ack_policy=AckPolicy.EXPLICIT,
                                     deliver_policy=DeliverPolicy.ALL, ack_wait=self.cfg.ack_wait,
                                     max_ack_pending=max(1000, self.cfg.max_inflight * 4))
+            self.fleet = Fleet(js, nc, node_name(self.cfg.out, self.cfg.node), stream, self.cfg.durable,
+                               ack_wait=self.cfg.ack_wait)
+            await self.fleet.setup()  # before the first claim: what is forwarded to this node has a consumer
             psub = await js.pull_subscribe(subject, durable=self.cfg.durable, stream=stream, config=config)
             await self._startup()
-            _log(f"consuming {subject!r} (stream {stream}, durable {self.cfg.durable}) into {self.cfg.out}")
+            _log(f"consuming {subject!r} (stream {stream}, durable {self.cfg.durable}) into {self.cfg.out} "
+                 f"as node {self.fleet.node}")
             if self.cfg.on_ready:
                 self.cfg.on_ready()
             scanner = asyncio.create_task(self._scanner())
+            forwarded = asyncio.create_task(self._node_loop())
+            beats = asyncio.create_task(self.fleet.heartbeat(self.intake_done))
             try:
                 while not self.stop.is_set():
                     try:
@@ -656,6 +884,10 @@ class _Service:
                     await self._take_nats(msgs, stream)
             finally:
                 self.stop.set()
+                self.intake_done.set()
+                await beats
+                await self.fleet.leave()  # no new session is claimed for this node from now on
+                await forwarded  # drains what other nodes forwarded here, until it is quiet
                 await scanner
             await self._shutdown()
             try:
@@ -690,17 +922,86 @@ class _Service:
                 continue
             self._merge(batches, part)
         try:
+            remote: dict[str, list[bytes]] = {}
+            if self.fleet is not None and batches:
+                names = list(batches)
+                owners = await asyncio.gather(*(self.fleet.owner(n) for n in names))
+                for name, owner in zip(names, owners):
+                    if owner != self.fleet.node:
+                        remote.setdefault(owner, []).extend(batches.pop(name))
+                await self.fleet.forward(remote)  # stored in JetStream for the owners
             await self._append(batches)  # durable: journal lines fsynced
             await self.dead.flush()
-        except OSError as e:  # the disk, not the messages: nothing acknowledged, JetStream delivers them again
-            _log(f"cannot journal a batch ({e}); not acknowledged, retrying")
-            self.stats.events -= sum(len(v) for v in batches.values())
+        except Exception as e:  # the disk or the bus, not the messages: nothing acknowledged, delivered again
+            _log(f"cannot journal or forward a batch ({type(e).__name__}: {e}); not acknowledged, retrying")
             for m in msgs:
-                await m.nak()
+                try:
+                    await m.nak()
+                except Exception:  # the connection is down: JetStream redelivers after AckWait anyway
+                    pass
             await asyncio.sleep(1.0)
             return
+        self.stats.forwarded += sum(len(v) for v in remote.values())
+        if self.fleet is not None:
+            self.stats.claimed = self.fleet.claimed
         for m in msgs:
             await m.ack()
+
+    async def _node_loop(self) -> None:
+        """Journal what other nodes forwarded to this one (journal records, already checked), then acknowledge
+        it. After the intake stops, goes on until nothing came for two fetches in a row, or for at most
+        ``DRAIN_MAX`` seconds (a drain: the other nodes' last batches, forwarded within a second of a fleet-wide
+        SIGTERM, land here before this node seals; when the others keep running, what they forward later waits in
+        the stream for this node's next start)."""
+        import nats
+
+        assert self.fleet is not None
+        quiet = 0
+        drain_end: float | None = None
+        while True:
+            if self.intake_done.is_set():
+                drain_end = drain_end or time.monotonic() + DRAIN_MAX
+                if quiet >= 2 or time.monotonic() >= drain_end:
+                    break
+            try:
+                msgs = await self.fleet.psub.fetch(self.cfg.max_inflight, timeout=0.5)
+            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                self.caught_up.set()
+                if self.intake_done.is_set():
+                    quiet += 1
+                continue
+            except (nats.errors.ConnectionClosedError, nats.errors.NoServersError):
+                return
+            except Exception as e:  # a reconnect in progress
+                _log(f"fetch (forwarded): {type(e).__name__}: {e}")
+                if self.intake_done.is_set():
+                    quiet += 1
+                await asyncio.sleep(0.2)
+                continue
+            quiet = 0
+            batches: dict[str, list[bytes]] = {}
+            for m in msgs:
+                for line in bytes(m.data or b"").splitlines(keepends=True):
+                    try:
+                        rec = jsonio.loads(line)
+                        name = run_name(rec["e"]["session"])
+                    except Exception as e:  # not what a node forwards: kept aside, never blocks
+                        self.dead.add(Refusal("INGEST-1", f"not a forwarded journal record: {e}",
+                                              f"nats:{self.fleet.stream}"), _raw(m.headers, line))
+                        self.stats.dead += 1
+                        continue
+                    batches.setdefault(name, []).append(line if line.endswith(b"\n") else line + b"\n")
+            try:
+                await self._append(batches)
+                await self.dead.flush()
+            except Exception as e:
+                _log(f"cannot journal a forwarded batch ({type(e).__name__}: {e}); not acknowledged, retrying")
+                await asyncio.sleep(1.0)
+                continue
+            for m in msgs:
+                await m.ack()
+            if len(msgs) < self.cfg.max_inflight:
+                self.caught_up.set()
 
     # HTTP -----------------------------------------------------------------------------------------------------
 
@@ -851,4 +1152,8 @@ def serve_ingest(cfg: IngestConfig) -> Stats:
         raise Refusal("CLI-2", "--from is nats://HOST:PORT/SUBJECT or http://HOST:PORT", "--from")
     if scheme == "http" and (cfg.dead_letter or "").startswith("nats:"):
         raise Refusal("CLI-2", "a nats: dead-letter subject needs a NATS source; give a file", "--dead-letter")
+    if scheme == "http" and cfg.node is not None:
+        raise Refusal("CLI-2", "--node names a node of a NATS fleet; an HTTP intake is one host's", "--node")
+    if scheme == "nats":
+        cfg.node = node_name(cfg.out, cfg.node)  # refuses a bad name before connecting; kept in OUT/.ingest/node
     return asyncio.run(_serve(cfg))

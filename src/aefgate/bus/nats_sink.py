@@ -3,9 +3,11 @@
 Each event is one JetStream publish with an acknowledgement (a ``PubAck``: the stream stored it, or already had
 it), carried in the CloudEvents NATS binding (:mod:`aefgate.bus.codec`) with ``Nats-Msg-Id`` set to the event id,
 so that JetStream's duplicate window makes a re-publish idempotent. At most ``window`` events are unacknowledged
-at a time (nats-py's asynchronous publish). A lost acknowledgement is retried with the same id, a failed one too
-(connection errors, timeouts, no responders, JetStream 503), with backoff, until the event's deadline; any other
-JetStream error is permanent. The first event given up stops the publish (:attr:`NatsSink.fatal`).
+at a time. Each is a core-NATS publish with a reply subject of its own under one wildcard inbox subscription,
+whose answers (PubAcks, API errors, no-responders statuses) are matched to the sends here (the lean ack path, see
+"Publishing" below and docs/design/bus.md, "The ack path"). A lost acknowledgement is retried with the same id,
+a failed one too (connection errors, timeouts, no responders, JetStream 503), with backoff, until the event's
+deadline; any other JetStream error is permanent. The first event given up stops the publish (:attr:`NatsSink.fatal`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,19 @@ def _retryable(e: BaseException) -> bool:
     return isinstance(e, (nats.errors.Error, OSError, asyncio.TimeoutError, asyncio.CancelledError))
 
 
+def _api_error(err: dict) -> Exception:
+    """The nats-py exception for a JetStream API error ``{"code", "err_code", "description"}`` (503:
+    ``ServiceUnavailableError``, retried; any other code: permanent)."""
+    import nats.js.errors as jse
+
+    code = err.get("code")
+    kw = {"code": code if type(code) is int else None, "err_code": err.get("err_code"),
+          "description": str(err.get("description", ""))}
+    cls = {503: jse.ServiceUnavailableError, 500: jse.ServerError, 404: jse.NotFoundError,
+           400: jse.BadRequestError}.get(kw["code"], jse.APIError)
+    return cls(**kw)
+
+
 def _describe(e: BaseException) -> str:
     text = str(e).strip() or type(e).__name__
     return f"{type(e).__name__}: {text}" if type(e).__name__ not in text else text
@@ -67,7 +82,10 @@ class NatsSink:
         self.nc = None
         self.js = None
         self._slots: asyncio.Semaphore | None = None
-        self._watch: dict[Any, Item] = {}
+        self._inflight: dict[str, Item] = {}  # reply token -> the item that send carried
+        self._seq = 0
+        self._prefix = ""
+        self._plen = 0
         self._outstanding = 0
         self._idle: asyncio.Event | None = None
         self._watchdog: asyncio.Task | None = None
@@ -93,7 +111,9 @@ class NatsSink:
                     servers=[self.dest.server], connect_timeout=max(0.2, min(2.0, remaining)),
                     allow_reconnect=True, max_reconnect_attempts=-1, reconnect_time_wait=0.2,
                     error_cb=_quiet, disconnected_cb=_quiet, reconnected_cb=_quiet, closed_cb=_quiet,
-                    name="aefgate-publish"), timeout=max(0.2, min(5.0, remaining)))
+                    name="aefgate-publish",
+                    # the subject was checked by parse_destination (PUB-1), the reply subjects are ours
+                    skip_subject_validation=True), timeout=max(0.2, min(5.0, remaining)))
                 self.nc = nc
                 break
             except Exception as e:  # nats-py raises NoServersError, OSError, TimeoutError ...
@@ -110,7 +130,7 @@ class NatsSink:
                     self.fatal = reason
                     return
                 await asyncio.sleep(wait)
-        self.js = self.nc.jetstream(publish_async_max_pending=self.window)
+        self.js = self.nc.jetstream()
         subject = self.dest.subject
         try:
             try:
@@ -130,6 +150,13 @@ class NatsSink:
         except Exception as e:
             self.fatal = f"JetStream at {self.dest.display} does not answer: {_describe(e)}"
             return
+        try:
+            self._prefix = self.nc.new_inbox() + "."
+            self._plen = len(self._prefix)
+            await self.nc.subscribe(self._prefix + "*", cb=self._on_reply)
+        except Exception as e:
+            self.fatal = f"cannot subscribe at {self.dest.display}: {_describe(e)}"
+            return
         self._watchdog = asyncio.get_running_loop().create_task(self._watch_acks())
 
     async def close(self) -> None:
@@ -146,12 +173,18 @@ class NatsSink:
             self.nc = None
 
     # -- publishing ------------------------------------------------------------------------------------------------
+    #
+    # The lean ack path: every publish is a plain core-NATS publish (``nc.publish``) with a reply subject
+    # ``<inbox>.<n>`` (``n`` counts the sends), and one wildcard subscription ``<inbox>.*`` receives the JetStream
+    # answers. ``_inflight`` maps ``n`` to the item sent; an answer for an ``n`` no longer there (an attempt given
+    # up as overdue) is ignored. No future, no task and no PubAck object per message.
 
     async def submit(self, item: Item) -> None:
         await self._slots.acquire()
-        headers, body = codec.message(item.event, self.fmt, self.mode)
-        headers["Nats-Msg-Id"] = item.id
-        item.headers, item.body = headers, body
+        if item.body is None:  # not encoded by the producer (a resumed spool)
+            headers, body = codec.message(item.event, self.fmt, self.mode)
+            headers["Nats-Msg-Id"] = item.id
+            item.headers, item.body = headers, body
         item.deadline = time.monotonic() + self.policy.timeout
         item.attempt = 0
         self._outstanding += 1
@@ -164,30 +197,58 @@ class NatsSink:
     async def _send(self, item: Item) -> None:
         remaining = item.deadline - time.monotonic()
         self.attempts += 1
-        try:
-            # no wait_stall: our own window (self._slots) never lets nats-py's fill; a wait_stall would make
-            # nats-py start a task per publish (asyncio.wait_for), a third of the throughput
-            fut = await self.js.publish_async(self.dest.subject, item.body, headers=item.headers)
-        except Exception as e:  # the connection is closed, the outbound buffer full ...
-            self._failed_attempt(item, e)
-            return
+        self._seq += 1
+        token = str(self._seq)
         item.expiry = time.monotonic() + self.policy.attempt_wait(remaining)
-        self._watch[fut] = item
-        fut.add_done_callback(self._done)
+        self._inflight[token] = item  # before the publish: its answer can come while the publish awaits
+        try:
+            await self.nc.publish(self.dest.subject, item.body, reply=self._prefix + token, headers=item.headers)
+        except Exception as e:  # the connection is closed, the outbound buffer full ...
+            if self._inflight.pop(token, None) is not None:
+                self._failed_attempt(item, e)
 
-    def _done(self, fut: asyncio.Future) -> None:
-        item = self._watch.pop(fut, None)
+    async def _on_reply(self, msg: Any) -> None:
+        """One JetStream answer: a PubAck (``{"stream", "seq"[, "duplicate": true]}``), an API error
+        (``{"error": {"code", "description"}}``), or a status message (503: no responders)."""
+        item = self._inflight.pop(msg.subject[self._plen:], None)
         if item is None:
             return
-        if fut.cancelled():
-            self._failed_attempt(item, asyncio.TimeoutError(
-                f"no acknowledgement within {self.policy.attempt_wait(self.policy.timeout):.2g} s"))
+        data = msg.data
+        if data[:10] == b'{"stream":' and b'"seq":' in data and b'"error"' not in data \
+                and b'"duplicate"' not in data:  # the usual PubAck: stored
+            self._final(item, ACKED, None)
             return
-        e = fut.exception()
-        if e is not None:
+        try:
+            self._answer(item, msg.headers, data)
+        except Exception as e:  # never lose the item (nats-py would swallow the error): a failed attempt
             self._failed_attempt(item, e)
+
+    def _answer(self, item: Item, headers: Any, data: bytes) -> None:
+        """Any answer other than a plain PubAck: read in full."""
+        import json
+
+        import nats.errors
+        import nats.js.errors as jse
+
+        status = (headers or {}).get("Status")
+        if not data and status is not None:
+            if status == "503":
+                self._failed_attempt(item, jse.NoStreamResponseError())
+            else:
+                self._failed_attempt(item, nats.errors.Error(
+                    f"status {status} {(headers or {}).get('Description', '')}".strip()))
             return
-        self._final(item, DUPLICATE if fut.result().duplicate else ACKED, None)
+        try:
+            resp = json.loads(data)
+        except ValueError:
+            resp = None
+        if isinstance(resp, dict) and isinstance(resp.get("error"), dict):
+            self._failed_attempt(item, _api_error(resp["error"]))
+        elif isinstance(resp, dict) and type(resp.get("seq")) is int and "stream" in resp:
+            self._final(item, DUPLICATE if resp.get("duplicate") is True else ACKED, None)
+        else:  # not an answer JetStream gives: the message is not known to be stored
+            self._failed_attempt(item, nats.errors.Error(
+                f"an answer that is not a JetStream acknowledgement: {bytes(data[:200])!r}"))
 
     def _failed_attempt(self, item: Item, e: BaseException) -> None:
         reason = _describe(e)
@@ -217,7 +278,7 @@ class NatsSink:
     def _final(self, item: Item, status: str, reason: str | None) -> None:
         if status == FAILED and self.fatal is None:
             self.fatal = f"event {item.id}: {reason}"
-        item.headers = item.body = None
+        item.headers = item.body = item.line = None
         self.result(item, status, reason)
         self._outstanding -= 1
         self._slots.release()
@@ -225,14 +286,16 @@ class NatsSink:
             self._idle.set()
 
     async def _watch_acks(self) -> None:
-        """Cancel the publishes whose acknowledgement is overdue (their callback then retries or gives up)."""
+        """Give up the attempts whose acknowledgement is overdue (each then retries or fails)."""
         while True:
             await asyncio.sleep(0.05)
             now = time.monotonic()
-            overdue = [f for f, it in self._watch.items() if it.expiry <= now]
-            for f in overdue:
-                if not f.done():
-                    f.cancel()
+            overdue = [t for t, it in self._inflight.items() if it.expiry <= now]
+            for t in overdue:
+                item = self._inflight.pop(t, None)
+                if item is not None:
+                    self._failed_attempt(item, asyncio.TimeoutError(
+                        f"no acknowledgement within {self.policy.attempt_wait(self.policy.timeout):.2g} s"))
 
     def describe(self) -> dict:
         return {"stream": self.stream, "streamCreated": self.created}

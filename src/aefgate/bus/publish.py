@@ -2,10 +2,12 @@
 
 :func:`publish` exports the run's AEP events (``aefgate.converters.aef_aep.export_events``: only a run that
 verifies intact, AEP-1) and sends them to a destination, each until it is acknowledged or given up;
-:func:`resume` sends the events a spool holds. Both return a :class:`PublishReport`; its ``ok`` is true only when
-every event was acknowledged. Refusals (:class:`aefgate.errors.Refusal`) come before anything is sent or written:
-``PUB-1`` a destination URL, ``PUB-2`` an option, ``PUB-3`` a spool, ``PUB-4`` no JetStream stream for the subject,
-``OUT-1`` an output that exists, and the export's own (``AEP-1`` exit 1, ``AEP-7``, ``AEP-8``).
+:func:`resume` sends the events a spool holds. For a network destination the verification, the export and the
+encoding run in a forked child (:mod:`aefgate.bus.pipeline`) while this process sends. Both return a
+:class:`PublishReport`; its ``ok`` is true only when every event was acknowledged. Refusals
+(:class:`aefgate.errors.Refusal`) come before anything is sent or written: ``PUB-1`` a destination URL, ``PUB-2``
+an option, ``PUB-3`` a spool, ``PUB-4`` no JetStream stream for the subject, ``OUT-1`` an output that exists, and
+the export's own (``AEP-1`` exit 1, ``AEP-7``, ``AEP-8``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import Any, AsyncIterator, BinaryIO, Iterable, Iterator
 from urllib.parse import unquote, urlsplit
 
 from aefgate.bus import codec
@@ -30,7 +32,8 @@ from aefgate.bus.spool import Spool
 from aefgate.errors import Refusal
 from aefgate.fsutil import atomic_lines
 
-CHUNK = 256  # events spooled (one fsync) before they are sent
+CHUNK = 256  # events sent before the client may write and the spool's acknowledgements are synced
+SPOOL_GROUP = 8  # chunks appended to the spool with one fsync at most (those that arrived during the last one)
 DEFAULT_WINDOW = 512  # unacknowledged JetStream publishes at most
 MAX_FAILURES = 10  # failure reasons kept in a report
 DEFAULTS = {"format": "cloudevents", "mode": "structured", "batch": 1, "retries": 5, "timeout": 30.0,
@@ -233,61 +236,139 @@ def _make_sink(dest: Destination, opts: dict, window: int, result):
     return HttpSink(dest, opts["format"], opts["mode"], opts["batch"], policy, result)
 
 
-async def _drive(sink, source: Iterator[Item], spool: Spool | None, write_ahead: bool, report: PublishReport) -> None:
-    from aefgate.formats.aef import jsonio
+_END = object()
 
-    write_ahead = write_ahead and spool is not None
 
-    def spool_chunk(chunk: list[Item]) -> None:
-        first = spool.append(jsonio.dump_line(it.event) for it in chunk)
-        for k, it in enumerate(chunk):
-            it.index = first + k
-
-    try:
-        while sink.fatal is None:
-            chunk = list(islice(source, CHUNK))
-            if not chunk:
-                break
-            report.total += len(chunk)
-            if write_ahead:
-                spool_chunk(chunk)  # on disk (fsynced) before it is sent
-            for k, item in enumerate(chunk):
-                if sink.fatal is not None:
-                    for rest in chunk[k:]:
-                        report._take(rest, UNSENT, None)
-                    break
-                await sink.submit(item)
-            # let the client write what it holds while the next chunk is exported: the server acknowledges
-            # these meanwhile
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
-            if spool is not None:
-                spool.sync_acks()
-        await sink.flush()
-    finally:
-        await sink.close()
-    # what was never sent: counted, and spooled when the spool is new
+async def _chunks(source: Iterator[Item]) -> AsyncIterator[list[Item]]:
+    """A synchronous stream of items as lists of :data:`CHUNK` (a resumed spool, an in-process export)."""
     while True:
         chunk = list(islice(source, CHUNK))
         if not chunk:
-            break
-        report.total += len(chunk)
-        if write_ahead:
-            spool_chunk(chunk)
-        for item in chunk:
-            report._take(item, UNSENT, None)
+            return
+        yield chunk
+
+
+async def _drive(sink, chunks: AsyncIterator[list[Item]], spool: Spool | None, write_ahead: bool,
+                 report: PublishReport) -> None:
+    """Send every chunk; a feeder task reads the next chunks meanwhile and (write-ahead) appends each to the spool
+    and fsyncs it in a worker thread before handing it on, so the disk's latency overlaps the sending of the chunk
+    before. Acknowledgements are written to the spool's log in the same thread, one write in flight at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    write_ahead = write_ahead and spool is not None
+    loop = asyncio.get_running_loop()
+    # two threads: the events file's appends (one at a time) and the acknowledgement log's (one at a time)
+    disk = ThreadPoolExecutor(max_workers=2, thread_name_prefix="aefgate-spool") if spool is not None else None
+    ready: asyncio.Queue = asyncio.Queue(maxsize=2)
+
+    async def pull(into: asyncio.Queue) -> None:
+        try:
+            async for chunk in chunks:
+                await into.put(chunk)
+            await into.put(_END)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # a refusal met by the export (the run changed) ...
+            await into.put(e)
+
+    async def feed() -> None:
+        if not write_ahead:
+            await pull(ready)
+            return
+        # group commit: the chunks that arrived while the last append was being fsynced are appended together,
+        # with one fsync, before any of them is handed on (write-ahead)
+        arrived: asyncio.Queue = asyncio.Queue(maxsize=SPOOL_GROUP)
+        puller = loop.create_task(pull(arrived))
+        try:
+            while True:
+                group = [await arrived.get()]
+                while len(group) < SPOOL_GROUP and not arrived.empty():
+                    group.append(arrived.get_nowait())
+                tail = None
+                if group[-1] is _END or isinstance(group[-1], BaseException):
+                    tail = group.pop()
+                if group:
+                    try:
+                        await asyncio.wrap_future(disk.submit(spool.append_items, [it for c in group for it in c]))
+                    except asyncio.CancelledError:
+                        raise
+                    except BaseException as e:  # a spool write error: nothing of the group is sent
+                        await ready.put(e)
+                        return
+                    for chunk in group:
+                        await ready.put(chunk)
+                if tail is not None:
+                    await ready.put(tail)
+                    return
+        finally:
+            if not puller.done():
+                puller.cancel()
+            await asyncio.gather(puller, return_exceptions=True)
+
+    acks: list = [None]
+
+    def sync_acks() -> None:
+        if spool is not None and (acks[0] is None or acks[0].done()):
+            if acks[0] is not None:
+                acks[0].result()  # a write error surfaces here
+            data = spool.take_acks()
+            if data:
+                acks[0] = disk.submit(spool.write_acks, data)
+
+    async def next_chunk():
+        got = await ready.get()
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    feeder = loop.create_task(feed())
+    try:
+        ended = False
+        try:
+            while sink.fatal is None:
+                chunk = await next_chunk()
+                if chunk is _END:
+                    ended = True
+                    break
+                report.total += len(chunk)
+                for k, item in enumerate(chunk):
+                    if sink.fatal is not None:
+                        for rest in chunk[k:]:
+                            report._take(rest, UNSENT, None)
+                        break
+                    await sink.submit(item)
+                # let the client write what it holds: the server acknowledges it while the next chunk comes
+                await asyncio.sleep(0)
+                sync_acks()
+            await sink.flush()
+        finally:
+            await sink.close()
+        # what was never sent: counted, and spooled (by the feeder) when the spool is new
+        while not ended:
+            chunk = await next_chunk()
+            if chunk is _END:
+                break
+            report.total += len(chunk)
+            for item in chunk:
+                report._take(item, UNSENT, None)
+    finally:
+        if not feeder.done():
+            feeder.cancel()
+        await asyncio.gather(feeder, return_exceptions=True)
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        if disk is not None:
+            disk.shutdown(wait=True)  # no spool write left running when the spool is closed
+            if acks[0] is not None and acks[0].exception() is not None:
+                raise acks[0].exception()
     report.attempts = sink.attempts
     if sink.fatal is not None and report.reason is None:
         report.reason = sink.fatal
     report.destination = sink.describe()
 
 
-def _items(events: Iterable[dict]) -> Iterator[Item]:
-    for i, ev in enumerate(events):
-        yield Item(i, ev)
-
-
-async def _network(dest: Destination, opts: dict, report: PublishReport, window: int, events_fn,
+async def _network(dest: Destination, opts: dict, report: PublishReport, window: int, chunks_fn,
                    make_spool, write_ahead: bool) -> Spool | None:
     """Open the sink, then (nothing refused) make the spool, then send; returns the spool, open."""
     holder: list[Spool | None] = [None]
@@ -302,12 +383,12 @@ async def _network(dest: Destination, opts: dict, report: PublishReport, window:
     await sink.open()  # a refusal here (PUB-4) comes before anything is written
     try:
         holder[0] = make_spool() if make_spool is not None else None
-        source = events_fn(holder[0])
+        chunks = chunks_fn(holder[0])
     except BaseException:
         await sink.close()
         raise
     try:
-        await _drive(sink, source, holder[0], write_ahead, report)
+        await _drive(sink, chunks, holder[0], write_ahead, report)
     except BaseException:
         if holder[0] is not None:
             holder[0].close()  # consistent as it is (write-ahead): resumable
@@ -369,10 +450,10 @@ def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudeve
 
     options = {k: v for k, v in {"max_capture": max_capture, "agent": agent, "source_host": source_host,
                                   "cause_map": cause_map, "policy": policy}.items() if v is not None}
-    events = export_events(run_dir, **options)  # verifies the run (AEP-1) and every option first
-    report = PublishReport(to=dest.display, kind=dest.kind, format=format, mode=mode, run=str(run_dir))
-    t0 = time.perf_counter()
     if dest.kind in ("file", "stdout"):
+        events = export_events(run_dir, **options)  # verifies the run (AEP-1) and every option first
+        report = PublishReport(to=dest.display, kind=dest.kind, format=format, mode=mode, run=str(run_dir))
+        t0 = time.perf_counter()
         lines = (codec.line(ev, format, mode) for ev in events)
         if dest.kind == "file":
             n = atomic_lines(dest.path, lines)
@@ -385,12 +466,35 @@ def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudeve
     if spool_path is not None:
         meta = _spool_meta(dest, opts, str(run_dir), max_capture)
         make_spool = lambda: Spool.create(spool_path, meta)  # noqa: E731
-    sp = asyncio.run(_network(dest, opts, report, window, lambda _sp: _items(events), make_spool, True))
+    spec = {"kind": dest.kind, "fmt": format, "mode": mode, "batch": batch, "spool_lines": spool_path is not None}
+    if _fork_producer():
+        # verify, export and encode in a forked child; this process only sends (docs/design/bus.md, "Pipeline")
+        from aefgate.bus.pipeline import Producer
+
+        with Producer(run_dir, options, **spec) as producer:
+            producer.verified()  # the run verifies (AEP-1) and the options are accepted, or this raises
+            report = PublishReport(to=dest.display, kind=dest.kind, format=format, mode=mode, run=str(run_dir))
+            t0 = time.perf_counter()
+            sp = asyncio.run(_network(dest, opts, report, window, lambda _sp: producer.chunks(), make_spool, True))
+    else:
+        from aefgate.bus.pipeline import encoded_items
+
+        events = export_events(run_dir, **options)  # verifies the run (AEP-1) and every option first
+        report = PublishReport(to=dest.display, kind=dest.kind, format=format, mode=mode, run=str(run_dir))
+        t0 = time.perf_counter()
+        sp = asyncio.run(_network(dest, opts, report, window, lambda _sp: _chunks(encoded_items(events, **spec)),
+                                  make_spool, True))
     report.seconds = time.perf_counter() - t0
     if sp is not None:
         report.spool = str(spool_path)
         report.pending = sp.close(compact=True, updates={"updatedAt": _now()})
     return report
+
+
+def _fork_producer() -> bool:
+    """Whether the export runs in a forked child: where ``os.fork`` exists, unless ``AEFGATE_WORKERS=0`` (everything
+    in this process, as for the verification and the export)."""
+    return hasattr(os, "fork") and os.environ.get("AEFGATE_WORKERS", "").strip() != "0"
 
 
 def _now() -> str:
@@ -440,7 +544,7 @@ def resume(spool_dir: str | os.PathLike[str], to: str | None = None, *, format: 
             for i, raw in sp.pending():
                 yield Item(i, jsonio.loads(raw))
 
-        asyncio.run(_network(dest, opts, report, window, source, lambda: sp, False))
+        asyncio.run(_network(dest, opts, report, window, lambda _sp: _chunks(source(_sp)), lambda: sp, False))
         report.seconds = time.perf_counter() - t0
         report.pending = sp.close(compact=True, updates={"destination": url, "updatedAt": _now()})
         return report

@@ -10,17 +10,19 @@ ACKED, DUPLICATE, FAILED, UNSENT = "acked", "duplicate", "failed", "unsent"
 
 
 class Item:
-    """One event on its way: its index (its line in the spool, else its position), id, AEP event, and the state
-    of its delivery."""
+    """One event on its way: its index (its line in the spool, else its position), id, AEP event (None when the
+    producer sent only its wire form), its wire form (``headers``, ``body``: None until encoded), its spool line,
+    and the state of its delivery."""
 
-    __slots__ = ("index", "id", "event", "headers", "body", "deadline", "attempt", "expiry")
+    __slots__ = ("index", "id", "event", "headers", "body", "line", "deadline", "attempt", "expiry")
 
-    def __init__(self, index: int, event: dict) -> None:
+    def __init__(self, index: int, event: dict | None, id: str | None = None) -> None:
         self.index = index
-        self.id = event.get("id")
+        self.id = event.get("id") if id is None and event is not None else id
         self.event = event
         self.headers: dict | None = None
         self.body: bytes | None = None
+        self.line: bytes | None = None
         self.deadline = 0.0
         self.attempt = 0
         self.expiry = 0.0

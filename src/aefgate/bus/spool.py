@@ -162,6 +162,29 @@ class Spool:
         self.count += data.count(b"\n")
         return first
 
+    def append_items(self, items: list) -> None:
+        """Append the spool lines of ``items`` (:class:`aefgate.bus.sinks.Item`: their ``line``, else their event
+        written now), fsync, and set each item's ``index`` to its line. Runs in a worker thread while the event
+        loop sends the chunk before (only one append at a time)."""
+        from aefgate.formats.aef import jsonio
+
+        first = self.append([it.line if it.line is not None else jsonio.dump_line(it.event) for it in items])
+        for k, it in enumerate(items):
+            it.index = first + k
+
+    def take_acks(self) -> bytes:
+        """The acknowledgements noted since the last take (for :meth:`write_acks` in a worker thread)."""
+        data = b"".join(self._acked_buf)
+        self._acked_buf.clear()
+        return data
+
+    def write_acks(self, data: bytes) -> None:
+        """Append and fsync acknowledgements taken by :meth:`take_acks` (one writer at a time)."""
+        if data:
+            self._acked.write(data)
+            self._acked.flush()
+            os.fsync(self._acked.fileno())
+
     def mark_acked(self, index: int) -> None:
         self.acked.add(index)
         self._acked_buf.append(b"%d\n" % index)

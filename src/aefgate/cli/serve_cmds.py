@@ -33,7 +33,11 @@ def ingest(
                              "the session id (percent-encoded); OUT/.journal and OUT/.ingest hold the service's "
                              "state."),
     durable: Optional[str] = typer.Option(None, "--durable", help="The JetStream durable pull consumer (NATS): "
-                                          "processes on one durable share the load."),
+                                          "processes on one durable share the load, on one host or several."),
+    node: Optional[str] = typer.Option(None, "--node", help="NATS: this node's name ([A-Za-z0-9_-], stable across "
+                                       "restarts; default: the one kept in OUT/.ingest/node, first derived from "
+                                       "the host name and OUT). Each session is owned by one node; the others "
+                                       "forward its events there. Processes sharing one OUT are one node."),
     idle: float = typer.Option(5.0, "--idle", help="Seconds without a new event after which a session is complete "
                                "and its run sealed."),
     dead_letter: Optional[str] = typer.Option(None, "--dead-letter", help="Where malformed messages go: a JSONL "
@@ -54,6 +58,8 @@ def ingest(
 
     A message is acknowledged (HTTP: answered 202) only once its events are fsynced in the journal.
     A session's run is sealed ingest once the session is idle for --idle seconds, or on SIGTERM/SIGINT.
+    NATS: several processes, each with its own --out (on different hosts), share one --durable; every session is
+    claimed by one node (a JetStream key-value bucket) and sealed there, whole.
     Malformed messages go to the dead-letter sink and are acknowledged (HTTP: 400).
     Example: aefgate serve ingest --from nats://127.0.0.1:4222/aep.assessments --durable ingest --out runs/
     """
@@ -63,7 +69,7 @@ def ingest(
     signing_key = _load_key(key)
     cfg = IngestConfig(source=source, out=out, durable=durable, idle=idle, dead_letter=dead_letter,
                        max_inflight=max_inflight, at=at_fixed, key=signing_key, target_mode=target_mode,
-                       ack_wait=ack_wait)
+                       ack_wait=ack_wait, node=node)
     stats = serve_ingest(cfg)
     if as_json:
         render.emit_json(stats.as_dict())
@@ -71,4 +77,5 @@ def ingest(
     c = render.console()
     s = stats.as_dict()
     c.print(f"stopped   {s['received']} messages, {s['events']} events journaled, {s['runs']} runs sealed "
-            f"({s['sealed_events']} events, {s['duplicates']} duplicates), {s['dead']} dead-lettered")
+            f"({s['sealed_events']} events, {s['duplicates']} duplicates), {s['forwarded']} forwarded to other "
+            f"nodes, {s['dead']} dead-lettered")

@@ -94,6 +94,7 @@ _REDUCERS_IMPORT = {
 }
 _REDUCERS_EXPORT = {"MajorityVote": "majority", "Mean": "mean", "Median": "median", "Max": "max"}
 MEAN_METRICS = ("accuracy", "mean")
+_KIND_BYTE = {kind: bytes([i]) for i, kind in enumerate(("input", "expected", "output", "transcript"))}
 RECOMPUTED = {"accuracy": None, "mean": None, "median": "median", "min": "min", "max": "max"}
 
 
@@ -1032,11 +1033,15 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
         run["ext"] = {"inspect_ai": ext}
 
     reductions = header.get("reductions") or []
-    if not isinstance(reductions, list):
-        raise Refusal("IN-8", f"reductions is a list, not {_kind(reductions)}", "/reductions")
+    _check_reductions(reductions)
     aef_status = {"started": "running", "success": "completed"}.get(status, "aborted")
     return _Header(run, aef_status, abort_reason, asserted, imported_from, epochs, aggregation, model, model_roles,
                    scorer_names, evaluator_of, request, compares, reductions)
+
+
+def _check_reductions(reductions: Any) -> None:
+    if not isinstance(reductions, list):
+        raise Refusal("IN-8", f"reductions is a list, not {_kind(reductions)}", "/reductions")
 
 
 def _run_usage(stats: Mapping[str, Any], model: str, roles: Mapping[str, Any]) -> tuple[list[dict], float | None]:
@@ -1154,20 +1159,42 @@ def import_log(
     h = _read_header(header, target_mode=target_mode, content_capture=content_capture)
     roles = (header.get("eval") or {}).get("model_roles") or {}
     closed = h.status != "running"
+    # samples read from a log (aefgate.formats.inspect): a .eval is read by sample id, then epoch, so each case is
+    # done when its id changes (its rollups written, its state dropped), and its reductions come from an index on
+    # disk; the reductions come from the log (not in its header). See docs/mappings/inspect-format.md.
+    log = getattr(samples, "log", None)
+    by_case = False
+    reduction_events: Iterable[tuple] | None = None
+    if log is not None and "reductions" not in header:
+        if log.format == "eval" and not samples.started and samples.order == "inspect":
+            samples = log.samples(order="case", resolve_events=samples.resolve_events)
+        by_case = samples.order == "case"
+        if by_case:
+            reduction_events = log.reduction_events()
+        else:
+            h.reductions = log.reductions() or []
+            _check_reductions(h.reductions)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.inspect-", dir=out.parent))
+    imp = None
     try:
         run_dir = stage / "run"
         with RunBuilder(run_dir, h.run, metrics=[], imported_from=h.imported_from, asserted=h.asserted) as b:
-            imp = _Importer(b, h, roles, content_on)
+            imp = _Importer(b, h, roles, content_on, closed=closed, by_case=by_case)
+            if by_case:
+                imp.index_reductions(reduction_events or ())
             done = 0
             for i, sample in enumerate(samples):
                 imp.sample(sample, f"/samples/{i}")
                 done += 1
                 if progress is not None:
                     progress(done, total)
-            imp.rollups(closed)
+            if by_case:
+                imp.end_case()
+                imp.unused_reductions()
+            else:
+                imp.rollups(closed)
             imp.declare_summary_metrics()
             if closed:
                 # sealing verifies the whole run first (every check of section 3.9): that verification is IN-11's
@@ -1193,6 +1220,8 @@ def import_log(
             out.rmdir()
         os.rename(run_dir, out)
     finally:
+        if imp is not None:
+            imp.close()
         shutil.rmtree(stage, ignore_errors=True)
     return out
 
@@ -1200,16 +1229,38 @@ def import_log(
 class _Importer:
     """The state of one import while the samples stream: evidence records by content, epoch lines, metrics."""
 
-    def __init__(self, builder: Any, h: _Header, roles: Mapping[str, Any], content_on: bool):
+    def __init__(self, builder: Any, h: _Header, roles: Mapping[str, Any], content_on: bool, *, closed: bool = True,
+                 by_case: bool = False):
+        from aefgate.formats.aef.spill import SpillIndex
+
         self.b = builder
         self.h = h
         self.roles = roles
         self.content_on = content_on
-        self.evidence: dict[tuple[str, str], str] = {}  # (kind, sha256 hex) -> evidence id
+        self.closed = closed
+        # what must be remembered of every sample is in SpillIndexes (on disk past a few thousand keys)
+        self.evidence = SpillIndex()  # sha256 of the content + its kind's number -> evidence id
         self.metrics: set[str] = set()
-        self.samples_seen: set[tuple[str, int]] = set()
-        self.epoch_paths: dict[tuple[str, str], bool] = {}  # (caseId, path) -> rolled up
+        self.samples_seen = SpillIndex()  # (caseId, epoch), samples in any order
         self.trials = h.epochs > 1
+        # samples in any order: (caseId, path) -> rolled up, until the rollups at the end
+        self.epoch_paths: dict[tuple[str, str], bool] = {}
+        # samples by case (a .eval): the case being read, its paths with epoch lines (-> rolled up), the cases done,
+        # and the reduced scores by case (SQLite on disk), with each reduction's path and aggregation
+        self.by_case = by_case
+        self.case: str | None = None
+        self.case_epochs: list[int] = []
+        self.case_paths: dict[str, bool] = {}
+        self.cases_done = SpillIndex()
+        self.red_db: Any = None
+        self.red_info: list[tuple[str, tuple[str, int | None]]] = []
+
+    def close(self) -> None:
+        for idx in (self.evidence, self.samples_seen, self.cases_done):
+            idx.close()
+        if self.red_db is not None:
+            self.red_db.close()
+            self.red_db = None
 
     def _declare(self, metric: str, where: str) -> None:
         if metric not in self.metrics:
@@ -1241,11 +1292,11 @@ class _Importer:
             if data is None:
                 continue
             kind = CONTENT_KIND[fieldname]
-            hexd = hashlib.sha256(data).hexdigest()
-            eid = self.evidence.get((kind, hexd))
+            key = hashlib.sha256(data).digest() + _KIND_BYTE[kind]
+            eid = self.evidence.get(key)
             if eid is None:
                 eid = self.b.add_evidence(kind, content=data, description=f"Inspect samples[].{fieldname}")
-                self.evidence[(kind, hexd)] = eid
+                self.evidence.add(key, eid)
             if eid not in ids:
                 ids.append(eid)
         return ids
@@ -1262,10 +1313,27 @@ class _Importer:
         epoch = _int_value(sample.get("epoch", 1), "IN-8", f"{where}/epoch", minimum=1)
         if epoch > h.epochs:
             raise Refusal("IN-8", f"epoch {epoch} is beyond eval.config.epochs ({h.epochs})", f"{where}/epoch")
-        if (case_id, epoch) in self.samples_seen:
-            raise Refusal("IN-8", f"two samples of case {case_id!r} at epoch {epoch}: two scores of one case, path "
-                                  "and epoch", where)
-        self.samples_seen.add((case_id, epoch))
+        if self.by_case:  # the case's epochs so far; a case done has its epochs in cases_done
+            if case_id != self.case:
+                self.end_case()
+                done = self.cases_done.get(self.cases_done.key(case_id))
+                if done is not None:
+                    if epoch in (int(e) for e in done.split(",")):
+                        raise Refusal("IN-8", f"two samples of case {case_id!r} at epoch {epoch}: two scores of one "
+                                              "case, path and epoch", where)
+                    raise Refusal("IN-8", f"the samples of case {case_id!r} are not together: a member of the .eval "
+                                          "holds a sample whose id is not the one its name gives", where)
+                self.case = case_id
+            if epoch in self.case_epochs:
+                raise Refusal("IN-8", f"two samples of case {case_id!r} at epoch {epoch}: two scores of one case, "
+                                      "path and epoch", where)
+            self.case_epochs.append(epoch)
+        else:
+            seen_key = self.samples_seen.key(case_id, epoch)
+            if seen_key in self.samples_seen:
+                raise Refusal("IN-8", f"two samples of case {case_id!r} at epoch {epoch}: two scores of one case, "
+                                      "path and epoch", where)
+            self.samples_seen.add(seen_key)
         trial = epoch - 1 if self.trials else None
 
         scores = sample.get("scores")
@@ -1345,7 +1413,119 @@ class _Importer:
                 self.b.add_case(case_id, node)
             else:
                 self.b.add_trial(case_id, node, trial)
-                self.epoch_paths[(case_id, node["path"])] = False
+                if self.by_case:
+                    self.case_paths[node["path"]] = False
+                else:
+                    self.epoch_paths[(case_id, node["path"])] = False
+
+    # -- samples by case (a .eval): each case's rollups when its last epoch was read ---------------------------------
+
+    def _reduction(self, i: int, red: Any) -> tuple[str, tuple[str, int | None]]:
+        """A reduction's path and aggregation (IN-8), checked as :meth:`rollups` does."""
+        h = self.h
+        w = f"/reductions/{i}"
+        if not isinstance(red, dict):
+            raise Refusal("IN-8", f"a reduction is an object, not {_kind(red)}", w)
+        path = self._path(red.get("scorer"), f"{w}/scorer")
+        reducer = red.get("reducer")
+        if reducer is None:
+            agg = h.aggregation if h.aggregation is not None else ("Mean", None)
+        else:
+            agg = _reducer_to_aef(reducer, h.epochs)
+        if agg is None:
+            raise Refusal("IN-8", f"the reducer {reducer!r} has no AEF value, and the log has more than one epoch",
+                          f"{w}/reducer")
+        if red.get("samples") is not None and not isinstance(red.get("samples"), list):
+            raise Refusal("IN-8", "a reduction's samples are a list", f"{w}/samples")
+        return path, agg
+
+    def index_reductions(self, events: Iterable[tuple]) -> None:
+        """Read the reductions once (as a stream) into an index on disk: each reduced score under its case."""
+        import pickle
+        import sqlite3
+
+        if not self.trials:  # one epoch: reductions make no lines (only their list is checked)
+            for ev in events:
+                if ev[0] == "value":
+                    _check_reductions(ev[1])
+            return
+        db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
+        for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -512", "temp_store = FILE"):
+            db.execute(f"PRAGMA {pragma}")
+        db.execute("CREATE TABLE red (c TEXT, i INTEGER, j INTEGER, v BLOB, PRIMARY KEY (c, i, j)) WITHOUT ROWID")
+        self.red_db = db
+
+        def rows():
+            for ev in events:
+                if ev[0] == "value":
+                    _check_reductions(ev[1])
+                elif ev[0] == "end":
+                    i, red = ev[1], ev[2]
+                    assert i == len(self.red_info)
+                    self.red_info.append(self._reduction(i, red))
+                else:
+                    _, i, j, rs = ev
+                    sw = f"/reductions/{i}/samples/{j}"
+                    if not isinstance(rs, dict):
+                        raise Refusal("IN-8", f"a reduced score is an object, not {_kind(rs)}", sw)
+                    yield _case_id(rs.get("sample_id"), f"{sw}/sample_id"), i, j, pickle.dumps(rs, 5)
+
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO red VALUES (?, ?, ?, ?)", rows())
+        db.execute("COMMIT")
+
+    def end_case(self) -> None:
+        """The case being read is done: its rollups, one per reduction that names it (IN-8), in the reductions'
+        order; a closed log needs one at each path with epoch lines (RES-8)."""
+        import pickle
+
+        case_id, self.case = self.case, None
+        if case_id is None:
+            return
+        paths, self.case_paths = self.case_paths, {}
+        epochs, self.case_epochs = self.case_epochs, []
+        self.cases_done.add(self.cases_done.key(case_id), ",".join(map(str, epochs)))
+        if self.red_db is None:
+            if self.closed and paths:
+                path = next(iter(paths))
+                raise Refusal("IN-8", f"case {case_id!r} has epoch lines at {path!r} and no reduction (RES-8)",
+                              "/reductions")
+            return
+        found = self.red_db.execute("SELECT i, j, v FROM red WHERE c = ? ORDER BY i, j", (case_id,)).fetchall()
+        if found:
+            self.red_db.execute("DELETE FROM red WHERE c = ?", (case_id,))
+        for i, j, v in found:
+            self._rollup(case_id, paths, i, j, pickle.loads(v))
+        if self.closed:
+            for path, rolled in paths.items():
+                if not rolled:
+                    raise Refusal("IN-8", f"case {case_id!r} has epoch lines at {path!r} and no reduction (RES-8)",
+                                  "/reductions")
+
+    def _rollup(self, case_id: str, paths: dict[str, bool], i: int, j: int, rs: dict) -> None:
+        path, agg = self.red_info[i]
+        sw = f"/reductions/{i}/samples/{j}"
+        if path not in paths:
+            raise Refusal("IN-8", f"a reduction for case {case_id!r} at {path!r}, which has no epoch lines", sw)
+        if paths[path]:
+            raise Refusal("IN-8", f"two reductions of case {case_id!r} at {path!r}", sw)
+        sr = _read_score({x: y for x, y in rs.items() if x != "sample_id"}, path, sw, self.content_on)
+        node = _node(path, self._evaluator(path), sr)
+        for s in node.get("scores", ()):
+            self._declare(s["metric"], sw)
+        self.b.add_rollup(case_id, node, aggregation=agg[0], k=agg[1])
+        paths[path] = True
+
+    def unused_reductions(self) -> None:
+        """After the last case: a reduced score for a case that had no sample (IN-8)."""
+        if self.red_db is None:
+            return
+        row = self.red_db.execute("SELECT c, i, j FROM red ORDER BY i, j LIMIT 1").fetchone()
+        if row is not None:
+            case_id, i, j = row
+            path = self.red_info[i][0]
+            raise Refusal("IN-8", f"a reduction for case {case_id!r} at {path!r}, which has no epoch lines",
+                          f"/reductions/{i}/samples/{j}")
 
     def rollups(self, closed: bool) -> None:
         """With more than one epoch, each reduction gives the case's rollup at its scorer (IN-8)."""

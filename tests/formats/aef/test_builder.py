@@ -1119,7 +1119,8 @@ def test_an_empty_destination_is_used(tmp_path: Path):
 
 
 def test_lines_stream_to_disk_and_memory_holds_digests(tmp_path: Path):
-    """Each case's lines are on disk once it is added; the builder keeps 16-byte digests of the ids, no lines."""
+    """Each case's lines are on disk once it is added; the builder keeps 16-byte digests of the ids, no lines, and
+    past a few thousand of them only the latest in memory (the others in its index on disk)."""
     n = 3000
     with builder(tmp_path / "run") as b:
         for i in range(n):
@@ -1127,7 +1128,13 @@ def test_lines_stream_to_disk_and_memory_holds_digests(tmp_path: Path):
             if i == n // 2:
                 on_disk = (b._tmp / "results.ndjson").stat().st_size
         assert on_disk > 0
-        assert len(b._ids) == 3 * n and all(type(d) is bytes and len(d) == 16 for d in b._ids)
+        assert len(b._ids) == 3 * n and len(b._ids._hot) < 4096 and b._ids._db is not None
+        for i in (0, n // 2, n - 1):  # the first cases' ids are on disk, and still refuse a second line
+            rid = result_id(b.run_id, f"case-{i}", "q/a", None)
+            assert bytes.fromhex(rid[2:]) in b._ids
+            with pytest.raises(Refusal) as e:
+                b.add_case(f"case-{i}", composite("q", [child("q/a"), child("q/b", "not_applicable")]))
+            assert e.value.rule == "RES-4"
         built = b.finish(ended_at=END, summary={"lanes": [{"lane": "main", "metrics": [
             {"metric": "q", "path": "q"}, {"metric": "pass", "path": "q/b"}]}]})
     assert built.results == 3 * n
@@ -1208,3 +1215,59 @@ def test_the_builder_is_used_once(tmp_path: Path):
         b.open()
     assert os.path.isdir(tmp_path / "run")
     assert json.loads((tmp_path / "run" / "run.json").read_text())["runId"] == RUN_ID
+
+
+# -- memory that does not grow with the run ---------------------------------------------------------------------------
+
+
+def test_spill_index_keeps_every_key_with_bounded_memory():
+    from aefgate.formats.aef.spill import SpillIndex
+
+    idx = SpillIndex(hot=100, bloom_bytes=1 << 12)
+    keys = [hashlib.sha256(b"%d" % i).digest() for i in range(1000)]
+    for i, k in enumerate(keys):
+        assert idx.get(k) is None and k not in idx
+        idx.add(k, i + 1)
+        assert len(idx._hot) < 100
+    assert len(idx) == 1000 and idx._db is not None
+    assert [idx.get(k) for k in keys] == list(range(1, 1001))
+    absent = [hashlib.sha256(b"x%d" % i).digest() for i in range(2000)]
+    assert not any(k in idx for k in absent)  # the Bloom filter's false positives are checked on disk
+    assert SpillIndex.key("a", 1) == SpillIndex.key("a", 1) != SpillIndex.key("a", "1")
+    assert SpillIndex.key("ab", "c") != SpillIndex.key("a", "bc") and len(SpillIndex.key(None)) == 16
+    idx.close()
+    assert len(idx) == 0 and keys[0] not in idx
+
+
+def test_blobs_evidence_and_rollups_past_the_memory_index(tmp_path: Path):
+    """Thousands of blobs, evidence records and rolled-up trials: duplicates are still found once the builder's
+    indexes went to disk, and a trial after its rollup is still refused once the trial's bookkeeping is gone."""
+    n = 5000
+    header = {**HEADER, "suite": {"ref": "suite:s", "version": "1",
+                                        "executionPolicy": {"trialsPerCase": 2, "aggregation": "AnyPass"}}}
+    with builder(tmp_path / "run", header) as b:
+        digests, eids = [], []
+        for i in range(n):
+            digests.append(b.add_blob(b"blob %d" % i))
+            eids.append(b.add_evidence("input", content=b"content %d" % i))
+            b.add_trial(f"c{i}", leaf("q"), 0)
+            b.add_trial(f"c{i}", leaf("q", "failed", 0.1), 1)
+            b.add_rollup(f"c{i}", leaf("q"))
+        assert eids[0] == "E-1" and eids[-1] == f"E-{n}" and b._trial_paths == {}
+        assert len(b._blobs) == 2 * n and len(b._blobs._hot) < 4096
+        assert b.add_blob(b"blob 0") == digests[0]  # stored once
+        assert b.add_evidence("input", blob=digests[0]) == f"E-{n + 1}"
+        for bad in ({"evidence_id": "E-1"}, {"evidence_id": f"E-{n}"}):
+            with pytest.raises(Refusal) as e:
+                b.add_evidence("input", blob=digests[1], **bad)
+            assert e.value.rule == "EVD-1"
+        with pytest.raises(Refusal) as e:
+            b.add_trial("c0", leaf("q"), 2)
+        assert e.value.rule == "RES-8" and "after its rollup" in e.value.message
+        with pytest.raises(Refusal) as e:
+            b.add_rollup("c1", leaf("q"))
+        assert e.value.rule == "RES-8" and "second rollup" in e.value.message
+        b.add_case("x", leaf("r", evidence=[eids[0], eids[-1]], reasoning=b"why"))
+        b.finish(ended_at=END)
+    assert_verifies(tmp_path / "run")
+    assert len(read_lines(tmp_path / "run" / "evidence.ndjson")) == n + 1

@@ -486,7 +486,7 @@ def test_producer_aggregate_value_is_not_recomputed():
 def test_memory_is_constant_unless_median():
     assert EntryAccumulator("score", None, metric="q")._values is None
     assert EntryAccumulator("score", "max", metric="q")._values is None
-    assert EntryAccumulator("score", "median", metric="q")._values == []
+    assert EntryAccumulator("score", "median", metric="q")._values.count == 0
 
     def lines(k):
         rnd = random.Random(1)
@@ -782,3 +782,24 @@ def test_summarize_refuses_a_request_that_does_not_read(tmp_path: Path):
     with pytest.raises(Refusal) as ei:
         summarize(run, tmp_path / "absent.json")
     assert ei.value.exit_code == 2
+
+
+@pytest.mark.parametrize("count", [1, 2, 7, 8, 1000, 1001])
+def test_median_spilled_to_disk_is_the_same(monkeypatch, count):
+    """Beyond AEFGATE_SPILL_VALUES values a median's values go to disk: the value is the same, duplicates,
+    negative values and both parities included."""
+    rnd = random.Random(count)
+    vals = [rnd.choice([rnd.uniform(-5, 5), 0.5, -1.25, 3.0]) for _ in range(count)]
+    got = {}
+    for limit in ("1000000", "3", "0"):
+        monkeypatch.setenv("AEFGATE_SPILL_VALUES", limit)
+        acc = EntryAccumulator("score", "median", metric="q")
+        for v in vals:
+            acc.add_measure(v)
+        got[limit] = acc.result()
+        assert (acc._values.db is None) == (limit == "1000000" or count <= int(limit))
+    s = sorted(vals)
+    mid = count // 2
+    want = s[mid] if count % 2 else (s[mid - 1] + s[mid]) / 2
+    assert got["1000000"]["value"] == pytest.approx(want)
+    assert got["3"] == got["0"] == got["1000000"]

@@ -204,8 +204,24 @@ def test_every_shared_sample_reads_as_inspect_reads_it(path: Path):
     assert_views_equal([mine_sample_view(s) for s in samples], [inspect_sample_view(s) for s in theirs.samples])
     assert canon(log.header["eval"]["eval_id"]) == canon(theirs.eval.eval_id)
     assert canon(log.header["results"]) == canon(theirs.results.model_dump(mode="json", exclude_none=True))
+    assert "reductions" not in log.header  # they grow with the samples: log.reductions(), reduction_events()
     if theirs.reductions:
-        assert len(log.header["reductions"]) == len(theirs.reductions)
+        assert len(log.reductions()) == len(theirs.reductions)
+        assert_events_give(log.reduction_events(), log.reductions())
+
+
+def assert_events_give(events, reductions):
+    """The reductions rebuilt from reduction_events() are the reductions."""
+    rebuilt, pending = [], []
+    for ev in events:
+        if ev[0] == "sample":
+            assert ev[1] == len(rebuilt) and ev[2] == len(pending)
+            pending.append(ev[3])
+        else:
+            assert ev[0] == "end" and ev[1] == len(rebuilt)
+            rebuilt.append({**ev[2], "samples": pending} if "samples" not in ev[2] else ev[2])
+            pending = []
+    assert canon(rebuilt) == canon(reductions)
 
 
 def test_basic_eval_and_basic_json_give_the_same_samples():
@@ -216,15 +232,27 @@ def test_basic_eval_and_basic_json_give_the_same_samples():
     raw = list(eval_log.samples(resolve_events=False))
     assert all("events_data" in s for s in raw)
     assert [canon(s) for s in raw] != [canon(s) for s in json_samples]
-    for key in ("version", "status", "plan", "results", "stats", "reductions"):
+    for key in ("version", "status", "plan", "results", "stats"):
         assert canon(eval_log.header[key]) == canon(json_log.header[key])
+    assert canon(eval_log.reductions()) == canon(json_log.reductions())
 
 
 def test_epochs_order_and_reductions():
     log, samples = read_all(INSPECT_SAMPLES / "epochs_mean.eval")
     assert [(s["id"], s["epoch"]) for s in samples] == [(f"e{i}", ep) for ep in (1, 2, 3) for i in (1, 2, 3, 4)]
     assert log.header["eval"]["config"]["epochs"] == 3
-    assert [r["scorer"] for r in log.header["reductions"]] == ["match", "answer_length"]
+    assert [r["scorer"] for r in log.reductions()] == ["match", "answer_length"]
+    assert_events_give(log.reduction_events(), log.reductions())
+    # by case: each id's epochs one after the other, ids in Inspect's order
+    stream = log.samples(order="case")
+    assert stream.order == "case" and not stream.started
+    by_case = [(s["id"], s["epoch"]) for s in stream]
+    assert stream.started and by_case == [(f"e{i}", ep) for i in (1, 2, 3, 4) for ep in (1, 2, 3)]
+    assert log.samples().order == "inspect"
+    json_log = open_log(INSPECT_SAMPLES / "basic.json")
+    assert json_log.samples(order="case").order == "file"
+    with pytest.raises(ValueError):
+        log.samples(order="random")
     summaries = log.summaries()
     assert len(summaries) == 12 and {(s["id"], s["epoch"]) for s in summaries} == {
         (s["id"], s["epoch"]) for s in samples}
@@ -259,7 +287,8 @@ def test_every_interop_log_reads(path: Path):
     with path.open("rb") as f:
         whole = json.load(f)  # the standard library reads these (they hold no infinity and no duplicate)
     assert canon(samples) == canon(whole["samples"])
-    assert canon(log.header) == canon({k: v for k, v in whole.items() if k != "samples"})
+    assert canon(log.header) == canon({k: v for k, v in whole.items() if k not in ("samples", "reductions")})
+    assert canon(log.reductions()) == canon(whole.get("reductions"))
 
 
 REFUSED_ON_READ = {
@@ -370,22 +399,28 @@ def test_sample_order_is_inspects(inspect_logs, tmp_path):
 # -- writing -------------------------------------------------------------------------------------------------------
 
 
+def whole_header(log) -> dict:
+    """The header with the reductions (as write_log takes them)."""
+    red = log.reductions()
+    return {**log.header, "reductions": red} if red is not None else dict(log.header)
+
+
 @pytest.mark.parametrize("fmt", ["json", "eval"])
 @pytest.mark.parametrize("source", ["eval", "json"])
 def test_written_logs_load_with_inspect(fmt, source, inspect_logs, tmp_path):
     src, samples = read_all(inspect_logs[source])
     out = tmp_path / f"out.{fmt}"
-    assert write_log(out, src.header, iter(samples), fmt=fmt) == len(samples)
+    assert write_log(out, whole_header(src), iter(samples), fmt=fmt) == len(samples)
     theirs = read_eval_log(str(out))
     assert len(theirs.samples) == len(samples)
     assert_views_equal([mine_sample_view(s) for s in samples], [inspect_sample_view(s) for s in theirs.samples])
     assert theirs.status == "success"
     assert canon(theirs.results.model_dump(mode="json", exclude_none=True)) == canon(src.header["results"])
-    assert len(theirs.reductions or []) == len(src.header.get("reductions") or [])
+    assert len(theirs.reductions or []) == len(src.reductions() or []) > 0
     back, back_samples = read_all(out)
     assert back.format == fmt
     assert [canon(s) for s in back_samples] == [canon(s) for s in samples]
-    assert canon(back.header) == canon(src.header)
+    assert canon(back.header) == canon(src.header) and canon(back.reductions()) == canon(src.reductions())
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
@@ -400,7 +435,7 @@ def test_written_json_holds_nan_as_the_bare_token(inspect_logs, tmp_path):
 def test_written_eval_has_inspects_layout(inspect_logs, tmp_path):
     src, samples = read_all(inspect_logs["eval"])
     out = tmp_path / "layout.eval"
-    write_log(out, src.header, samples, fmt="eval")
+    write_log(out, whole_header(src), samples, fmt="eval")
     with zipfile.ZipFile(out) as z:
         infos = z.infolist()
     names = [i.filename for i in infos]
@@ -566,7 +601,8 @@ def test_samples_null_and_absent(tmp_path):
     p = tmp_path / "none.json"
     p.write_text('{"version": 2, "samples": null, "reductions": []}')
     log = open_log(p)
-    assert log.sample_count == 0 and list(log.samples()) == [] and log.header == {"version": 2, "reductions": []}
+    assert log.sample_count == 0 and list(log.samples()) == [] and log.header == {"version": 2}
+    assert log.reductions() == [] and list(log.reduction_events()) == []
     p.write_text('{"version": 2}')
     assert open_log(p).sample_count == 0
 
@@ -602,7 +638,10 @@ def test_json_streaming_across_chunk_boundaries(tmp_path, monkeypatch, chunk):
         samples = list(log.samples(resolve_events=False))
         whole = json.loads(path.read_text())
         assert canon(samples) == canon(whole["samples"])
-        assert canon(log.header) == canon({k: v for k, v in whole.items() if k != "samples"})
+        assert canon(log.header) == canon({k: v for k, v in whole.items() if k not in ("samples", "reductions")})
+        assert canon(log.reductions()) == canon(whole.get("reductions"))
+    epochs = open_log(INSPECT_SAMPLES / "epochs_mean.eval")
+    assert_events_give(epochs.reduction_events(), epochs.reductions())
     p = tmp_path / "tricky.json"
     p.write_text(_log_text('    {"id": "é€😀", "epoch": 1, "v": NaN, "n": 123456789.25e-3, "t": true},\n'
                            '    {"id": 2, "epoch": 1, "v": -0.0, "big": 12345678901234567890}'), encoding="utf-8")

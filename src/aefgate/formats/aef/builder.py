@@ -24,6 +24,7 @@ import aefgate
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.resultid import result_id
+from aefgate.formats.aef.spill import SpillIndex
 from aefgate.formats.aef.times import now, parse_time
 from aefgate.formats.aef.vocab import CONTENT_KINDS, MEASURED_STATES, SEC6_ATTRIBUTES, STATES, TYPED_ABSENCES
 
@@ -98,17 +99,21 @@ def _encode(doc: Any, where: str, *, line: bool) -> bytes:
     return data
 
 
+#: parse_time for the times lines repeat (a case's lines share theirs): a few recent ones remembered
+_parse_time = functools.lru_cache(maxsize=64)(parse_time)
+
+
 def _check_time(value: Any, where: str) -> None:
     if isinstance(value, str):
         try:
-            parse_time(value)
+            _parse_time(value)
         except ValueError:
             raise Refusal("ENC-8", f"{value!r} is not a time that exists", where) from None
 
 
 def _later_or_equal(end: Any, start: Any) -> bool:
     try:
-        return parse_time(end) >= parse_time(start)
+        return _parse_time(end) >= _parse_time(start)
     except (ValueError, TypeError):
         return True  # not a time: the schema refuses it
 
@@ -287,6 +292,16 @@ def _write_new(path: str, data: bytes) -> None:
 
 
 _WRITER_FROM = 512  # blobs written in this process before a writer process is started for the rest
+_MADE_EVIDENCE_ID = re.compile(r"E-([1-9][0-9]{0,17})")
+
+
+def _blob_key(digest: str) -> bytes:
+    """The key of a blob in the builder's index: the 32 bytes of ``sha256:<hex>`` (a valid digest: the schema checked
+    it), or the text's own bytes when it is not one (then found in no index of digests)."""
+    try:
+        return bytes.fromhex(digest[7:])
+    except ValueError:
+        return digest.encode("utf-8", "surrogatepass")
 
 
 class RunBuilder:
@@ -365,7 +380,11 @@ class RunBuilder:
       ``usage``, a succeeded ``attack`` on a ``passed`` line, an interval whose ``low`` exceeds ``high``
       ([RES-10]); a time that does not exist ([ENC-8]); a line not valid against the writer ``result`` schema
       (``VER-2``); a line over 4 MiB or 64 levels deep, more than 1,000,000 lines ([ENC-17]). Lines go to disk as
-      the case is added: memory holds one case's tree, plus 16 bytes per resultId (uniqueness across the run).
+      the case is added: memory holds one case's tree; what the builder must remember of every line, blob and
+      evidence record to refuse a duplicate (resultIds, blob digests and sizes, evidence ids given) is in
+      :class:`SpillIndex` indexes, whose memory is bounded (past 4,096 keys each goes to a temporary SQLite
+      file), and the trial bookkeeping of :meth:`add_trial` is dropped when the rollup is written: with cases
+      written one after the other (each case's trials, then its rollups), the memory does not grow with the run.
     - ``add_trial(case_id, node, trial)`` and ``add_rollup(case_id, node, *, aggregation=None, k=None)``: a case
       run in trials written as it streams in: each trial's tree when it comes (its lines carry ``trial``), the
       rollup trees later (each rollup gets ``trials`` counted from the trial lines written at its path), so trial
@@ -471,24 +490,29 @@ class RunBuilder:
         self._results: BinaryIO | None = None
         self._evidence: BinaryIO | None = None
         self._otlp: dict[str, BinaryIO] = {}
-        self._ids: set[bytes] = set()  # 16-byte digests of the resultIds written
+        # the builder's memory does not grow with the run: what it must remember of every line, blob and evidence
+        # record to refuse a duplicate is in SpillIndexes (on disk past a few thousand keys)
+        self._ids = SpillIndex()  # 16-byte digests of the resultIds written
         self._lines = 0
         self._files = 0
         self._used_metrics: dict[str, str] = {}  # metric -> where first used
-        self._blobs: dict[str, int] = {}  # blob hex -> size
+        self._blobs = SpillIndex()  # blob digest (32 bytes) -> size
         self._blob_dirs: set[str] = set()  # the blobs/sha256/<xx>/ folders made
         self._writer: _BlobWriter | None = None  # the blob writer process, started at the _WRITER_FROM-th blob
-        self._evidence_ids: set[str] = set()
+        # evidence ids used: E-1 .. E-(_next_evidence - 1) all are (made, or skipped because they were given), and
+        # the ids given by the caller are in _evidence_given
         self._evidence_lines = 0
         self._evidence_blobs: list[tuple[str, str]] = []  # (blob hex, where) of evidence blob links
         self._evidence_spans: list[tuple[str, str, str]] = []  # (traceId, spanId, where)
         self._next_evidence = 1
+        self._evidence_given: SpillIndex | None = None
         self._gates: list[dict[str, Any]] = []
         self._spans: set[tuple[str, str]] = set()
         self._trace_ids: set[str] = set()
         self._ext_files: list[str] = []
         self._incoming = 0
-        # trials written with add_trial: (caseId, path) -> [n, passed, first state, parent path, rolled up, agree]
+        # trials written with add_trial and not rolled up yet: (caseId, path) -> [n, passed, first state, parent path,
+        # rolled up, agree]; an entry leaves when its rollup is written (the rollup's resultId then says it was)
         self._trial_paths: dict[tuple[str, str], list[Any]] = {}
 
     # -- header and metrics -----------------------------------------------------------------------------------------
@@ -680,12 +704,19 @@ class RunBuilder:
         if writer is not None:
             writer.close()
 
+    def _close_indexes(self) -> None:
+        """Delete the indexes' files on disk (the builder is finished or discarded)."""
+        for idx in (self._ids, self._blobs, self._evidence_given):
+            if idx is not None:
+                idx.close()
+
     def _teardown(self, exc_type, exc, tb, *, discard: bool = False) -> None:
         """Close the files and remove the temporary folder (the run is not written)."""
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close(raise_error=False)
         self._close_files()
+        self._close_indexes()
         self._state = "discarded"
         cm, self._cm = self._cm, None
         if cm is None:
@@ -731,8 +762,9 @@ class RunBuilder:
         data = bytes(data)
         if len(data) > jsonio.MAX_BLOB:
             raise Refusal("ENC-17", f"a blob is at most {jsonio.MAX_BLOB} bytes", "blobs")
-        hexd = hashlib.sha256(data).hexdigest()
-        if hexd not in self._blobs:
+        digest = hashlib.sha256(data).digest()
+        hexd = digest.hex()
+        if digest not in self._blobs:
             rel = f"blobs/sha256/{hexd[:2]}/{hexd}"
             self._count_file(rel)
             self._blob_dir(tmp, hexd[:2])
@@ -742,7 +774,7 @@ class RunBuilder:
                 self._writer.put(os.path.join(tmp, rel), data)
             else:
                 _write_new(os.path.join(tmp, rel), data)
-            self._blobs[hexd] = len(data)
+            self._blobs.add(digest, len(data))
         return "sha256:" + hexd
 
     def _blob_dir(self, tmp: Path, prefix: str) -> None:
@@ -771,13 +803,13 @@ class RunBuilder:
                     h.update(chunk)
                     dst.write(chunk)
             hexd = h.hexdigest()
-            if hexd not in self._blobs:
+            if h.digest() not in self._blobs:
                 rel = f"blobs/sha256/{hexd[:2]}/{hexd}"
                 self._count_file(rel)
                 target = tmp / rel
                 self._blob_dir(tmp, hexd[:2])
                 os.rename(incoming, target)
-                self._blobs[hexd] = size
+                self._blobs.add(h.digest(), size)
         finally:
             if incoming.exists():
                 incoming.unlink()
@@ -835,11 +867,22 @@ class RunBuilder:
         return self._write_evidence(record, data)
 
     def _fresh_evidence_id(self) -> str:
+        k = self._next_evidence
         while True:
-            eid = f"E-{self._next_evidence}"
-            self._next_evidence += 1
-            if eid not in self._evidence_ids:
+            eid = f"E-{k}"
+            if self._evidence_given is None or SpillIndex.key(eid) not in self._evidence_given:
                 return eid
+            k += 1
+
+    def _evidence_used(self, eid: Any) -> bool:
+        """Whether an evidence record of the run has the id ``eid`` (made by the builder or given)."""
+        if not isinstance(eid, str):
+            return False
+        if eid[:2] == "E-":
+            k = eid[2:]
+            if 0 < len(k) <= 18 and k.isascii() and k.isdigit() and k[0] != "0" and int(k) < self._next_evidence:
+                return True  # made, or skipped because it was given
+        return self._evidence_given is not None and SpillIndex.key(eid) in self._evidence_given
 
     def add_evidence_record(self, record: Mapping[str, Any] | msgspec.Struct) -> str:
         """Write one evidence record as given (``schemaVersion`` added when absent); return its id."""
@@ -853,7 +896,7 @@ class RunBuilder:
             rec = {"schemaVersion": SCHEMA_VERSION, **rec}
         where = f"evidence.ndjson:{self._evidence_lines + 1}"
         eid = rec.get("evidenceId")
-        if eid in self._evidence_ids:
+        if self._evidence_used(eid):
             raise Refusal("EVD-1", f"evidence id {eid!r} is used twice", where)
         self._check_content_kind(rec.get("kind"), where)
         reason = _validator("evidence")(rec)
@@ -873,9 +916,15 @@ class RunBuilder:
             self._evidence = open(self._check_open() / "evidence.ndjson", "xb")
         self._evidence.write(data)
         self._evidence_lines += 1
-        self._evidence_ids.add(eid)
-        if "blob" in link:
-            if link["blob"][7:] not in self._blobs:  # checked again at finish: the blob may come later
+        m = _MADE_EVIDENCE_ID.fullmatch(eid)
+        if m is not None and int(m.group(1)) == self._next_evidence:
+            self._next_evidence += 1  # E-1 .. E-(_next_evidence - 1) are used
+        else:
+            if self._evidence_given is None:
+                self._evidence_given = SpillIndex()
+            self._evidence_given.add(SpillIndex.key(eid))
+        if "blob" in link and content is None:  # (content was just stored as that blob)
+            if _blob_key(link["blob"]) not in self._blobs:  # checked again at finish: the blob may come later
                 self._evidence_blobs.append((link["blob"][7:], where))
         elif "traceId" in link:
             self._evidence_spans.append((link["traceId"].lower(), link["spanId"].lower(), where))
@@ -1028,9 +1077,9 @@ class RunBuilder:
             rec = self._trial_paths.get(key)
             parent = n.parent.path if n.parent is not None else None
             where = _where(case_id, n.path, trial)
+            if rec is None and key not in updates and self._rolled_up(case_id, n.path):
+                raise Refusal("RES-8", "a trial line after its rollup was written", where)
             if rec is not None:
-                if rec[4]:
-                    raise Refusal("RES-8", "a trial line after its rollup was written", where)
                 if rec[3] != parent:
                     raise Refusal(
                         "RES-8", f"the trial line's parent is at {parent!r}, earlier trials' at {rec[3]!r}", where
@@ -1074,9 +1123,9 @@ class RunBuilder:
             where = _where(case_id, n.path, None)
             rec = self._trial_paths.get((case_id, n.path))
             if rec is None:
+                if self._rolled_up(case_id, n.path):
+                    raise Refusal("RES-8", "a second rollup for one case and path", where)
                 raise Refusal("RES-8", "a rollup at a path where the case has no trial line", where)
-            if rec[4]:
-                raise Refusal("RES-8", "a second rollup for one case and path", where)
             parent = n.parent.path if n.parent is not None else None
             if rec[3] != parent:
                 raise Refusal(
@@ -1084,9 +1133,18 @@ class RunBuilder:
                 )
             self._set_trials(n, rec[0], rec[1], agg, rec[5], k)
         ids = self._commit(case_id, lines, blobs)
-        for n in lines:
-            self._trial_paths[(case_id, n.path)][4] = True
+        for n in lines:  # rolled up: the rollup's resultId, among the run's, says so from now on
+            del self._trial_paths[(case_id, n.path)]
         return ids
+
+    def _rolled_up(self, case_id: str, path: str) -> bool:
+        """Whether the rollup of a case's trial lines at ``path`` was written (a line at the case, path and no
+        trial, after trial lines: add_rollup's, since add_trial refuses a trial after it)."""
+        try:
+            rid = result_id(self.run_id, case_id, path, None)
+        except ValueError:
+            return False
+        return bytes.fromhex(rid[2:]) in self._ids
 
     @staticmethod
     def _set_trials(r: _Node, n: int, passed: int, aggregation: str, agree: bool, k: int | None) -> None:
@@ -1140,7 +1198,8 @@ class RunBuilder:
             self._results.write(data)
         self._results.flush()  # the case is on disk: memory does not grow with the lines written
         self._lines += len(lines)
-        self._ids.update(new_ids)
+        for d in new_ids:
+            self._ids.add(d)
         for n in lines:
             for s in n.line.get("scores") or ():
                 self._used_metrics.setdefault(s["metric"], _where(case_id, n.path, n.trial))
@@ -1490,7 +1549,7 @@ class RunBuilder:
         # files streamed so far
         self._close_files()
         for hexd, where in self._evidence_blobs:
-            if hexd not in self._blobs:
+            if _blob_key("sha256:" + hexd) not in self._blobs:
                 raise Refusal("EVD-1", f"the evidence links blob sha256:{hexd}, which is not in the run", where)
         if "traces" in self._otlp:
             for t, s, where in self._evidence_spans:
@@ -1513,9 +1572,8 @@ class RunBuilder:
         summary_doc = self._summary(run_doc["runId"], metrics_doc, request, tmp / "results.ndjson")
         if not running:
             # [RES-8]: in a closed run, every case and path with trial lines (add_trial) has its rollup
-            for (case_id, path), rec in self._trial_paths.items():
-                if not rec[4]:
-                    raise Refusal("RES-8", "trial lines without a rollup in a closed run", _where(case_id, path, None))
+            for case_id, path in self._trial_paths:
+                raise Refusal("RES-8", "trial lines without a rollup in a closed run", _where(case_id, path, None))
 
         with open(tmp / "metrics.json", "xb") as f:
             f.write(_encode(metrics_doc, "metrics.json", line=False))
@@ -1541,6 +1599,7 @@ class RunBuilder:
         cm, self._cm = self._cm, None
         cm.__exit__(None, None, None)  # rename into place
         self._state = "finished"
+        self._close_indexes()
         return BuiltRun(self.out_dir, self._lines, run_hash)
 
     def _summary(self, run_id: str, metrics_doc: dict, request: dict, results_path: Path) -> dict[str, Any]:
@@ -1548,21 +1607,24 @@ class RunBuilder:
 
         traces = "traces" in self._otlp
         blobs = self._blobs
-        evidence_ids = self._evidence_ids
+        made = self._next_evidence  # E-1 .. E-(made - 1) are evidence ids of the run
 
         def lines():
             for lineno, line in jsonio.iter_ndjson(results_path):
                 where = f"results.ndjson:{lineno}"
                 for eid in line.get("evidence") or ():
-                    if eid not in evidence_ids:
+                    if type(eid) is str and eid[:2] == "E-" and eid[2:].isdigit() and len(eid) < 21 and \
+                            eid[2:3] != "0" and eid[2:].isascii() and int(eid[2:]) < made:
+                        continue  # one the builder made (the usual case, checked without a call)
+                    if not self._evidence_used(eid):
                         raise Refusal("EVD-1", f"the line cites evidence {eid!r}, which no record has", where)
                 rs = line.get("reasoning")
                 if rs is not None:
-                    hexd = rs["blob"][7:]
-                    if hexd not in blobs:
+                    size = blobs.get(_blob_key(rs["blob"]))
+                    if size is None:
                         raise Refusal("EVD-3", f"the reasoning blob {rs['blob']} is not in the run", where)
-                    if blobs[hexd] != rs["bytes"]:
-                        raise Refusal("EVD-3", f"reasoning.bytes is {rs['bytes']}, the blob has {blobs[hexd]}", where)
+                    if size != rs["bytes"]:
+                        raise Refusal("EVD-3", f"reasoning.bytes is {rs['bytes']}, the blob has {size}", where)
                 tl = line.get("traceLink")
                 if traces and tl is not None:
                     t, s = tl["traceId"].lower(), tl.get("spanId")

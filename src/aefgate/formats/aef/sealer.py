@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+import msgspec
 
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio, runfs
@@ -27,9 +29,19 @@ EVIDENCE_PREDICATE = "https://agenteval.dev/aef/1/evidence"
 SEALED_BY = ("producer", "ingest")
 
 
-@dataclass
 class Manifest:
-    entries: list[tuple[str, str, int]]  # (path, sha256 hex, size), in [SEAL-3] order
+    """The manifest of [SEAL-3]: ``entries`` iterates ``(path, sha256 hex, size)`` in path order. Built over a list,
+    or over a :class:`runfs.Files` whose files were hashed (then the entries are made one by one when iterated,
+    and the run hash is computed without the manifest's text)."""
+
+    def __init__(self, entries):
+        self._src = entries
+        self._run_hash: str | None = None
+
+    @property
+    def entries(self):
+        src = self._src
+        return src.sealed_entries() if isinstance(src, runfs.Files) else src
 
     @property
     def text(self) -> str:
@@ -37,7 +49,12 @@ class Manifest:
 
     @property
     def run_hash(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        if self._run_hash is None:
+            h = hashlib.sha256()
+            for path, hexd, size in self.entries:
+                h.update(f"{hexd}  {size}  {path}\n".encode("utf-8"))
+            self._run_hash = h.hexdigest()
+        return self._run_hash
 
 
 def path_order(path: str) -> bytes:
@@ -52,12 +69,21 @@ def manifest_from(digests: dict[str, tuple[str, int]]) -> Manifest:
     return Manifest(items)
 
 
+def _hash_all(root: Path, files: runfs.Files, *, sealed_only: bool) -> None:
+    """Hash every file of ``files`` (the sealed ones only with ``sealed_only``) into it."""
+    for p, size in list(files.other.items()):
+        if not sealed_only or runfs.is_sealed_path(p):
+            files.set_digest(p, runfs.sha256_file(root / p), size)
+    for i in range(files.n):
+        files.set_blob_digest(i, bytes.fromhex(runfs.sha256_file(root / files.blob_path(i))))
+
+
 def build_manifest(run_dir: str | Path) -> Manifest:
     """Hash every sealed file of ``run_dir`` ([SEAL-1], [SEAL-2]) and return the manifest ([SEAL-3])."""
     root = Path(run_dir)
     sc = runfs.scan(root)
-    digests = {p: (runfs.sha256_file(root / p), size) for p, size in sc.files.items() if runfs.is_sealed_path(p)}
-    return manifest_from(digests)
+    _hash_all(root, sc.files, sealed_only=True)
+    return Manifest(sc.files)
 
 
 def _times_equal(a: Any, b: Any) -> bool:
@@ -138,10 +164,25 @@ def predicate_differs(pred: dict, run: dict) -> bool:
 
 @dataclass
 class SealReading:
-    """``seal.json`` as read: ``doc`` when it is valid against the reader schema, else None (``seal-invalid``)."""
+    """``seal.json`` as read: ``doc`` when it is valid against the reader schema, else None (``seal-invalid``).
+
+    Read by :func:`read_seal_lean`, ``doc["subject"]`` is None and the subjects are kept as the slices of the
+    file's bytes (``raw_subjects``), decoded one by one by :meth:`subjects`."""
 
     doc: dict | None
     invalid_reason: str | None = None
+    raw_subjects: list | None = None
+
+    def subjects(self) -> Iterator[tuple[str, str]]:
+        """``(name, sha256)`` of every subject, in the seal's order."""
+        if self.raw_subjects is None:
+            for s in self.doc["subject"]:
+                yield s["name"], s["digest"]["sha256"]
+        else:
+            dec = _subject_decoder
+            for raw in self.raw_subjects:
+                s = dec.decode(raw)
+                yield s.name, s.digest.sha256
 
 
 def read_seal(run_dir: Path) -> SealReading:
@@ -155,58 +196,176 @@ def read_seal(run_dir: Path) -> SealReading:
     return SealReading(doc)
 
 
+class _Digest(msgspec.Struct, forbid_unknown_fields=True):
+    sha256: str
+
+
+class _Subject(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    digest: _Digest
+
+
+_subject_decoder = msgspec.json.Decoder(_Subject)
+_raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+_top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_raw_encoder = msgspec.json.Encoder()
+_LEAN_CHUNK = 1024  # subjects validated at a time
+
+
+def read_seal_lean(run_dir: Path) -> SealReading:
+    """:func:`read_seal` without the subjects as Python objects (~600 bytes each; a seal lists every file).
+
+    A seal written compactly, whose subjects hold exactly ``name`` and ``digest.sha256`` (what every writer of
+    [SEAL-5] writes), is read in parts: the top-level members as slices of the bytes (a re-encoding equal to the
+    bytes certifies that no member is repeated, as in ``jsonio.loads``), every member but ``subject`` read
+    strictly, each subject decoded into a small struct whose re-encoding must give its bytes back, and the
+    schema checked on the document with its subjects a chunk at a time. Anything else (white space, another
+    member in a subject, any problem at all) is read by :func:`read_seal`, whole and exactly: the outcome and
+    the problems are the same either way, only the memory differs."""
+    path = run_dir / "seal.json"
+    try:
+        with open(path, "rb") as f:
+            buf = f.read(jsonio.MAX_SEAL + 1)
+    except OSError:
+        return read_seal(run_dir)
+    lean = _lean(buf)
+    if lean is None:
+        del buf, lean
+        return read_seal(run_dir)
+    return lean
+
+
+def _lean(buf: bytes) -> SealReading | None:
+    if len(buf) > jsonio.MAX_SEAL or buf[:1] != b"{":
+        return None
+    try:
+        top = _top_decoder.decode(buf)
+        # the re-encoding must give the bytes back (no member dropped, no white space), compared member by
+        # member against the bytes (the subjects are not copied)
+        mv = memoryview(buf)
+        pos = 1
+        for k, v in top.items():
+            if pos > 1:
+                if buf[pos : pos + 1] != b",":
+                    return None
+                pos += 1
+            kb = _raw_encoder.encode(k)
+            if mv[pos : pos + len(kb)] != kb or buf[pos + len(kb) : pos + len(kb) + 1] != b":":
+                return None
+            pos += len(kb) + 1
+            rv = memoryview(v)
+            if mv[pos : pos + len(rv)] != rv:
+                return None
+            pos += len(rv)
+            del rv
+        del mv
+        if pos != len(buf) - 1 or buf[pos:] != b"}":
+            return None
+        raw_subject = top.get("subject")
+        if raw_subject is None:
+            return None
+        raws = _raw_list_decoder.decode(raw_subject)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if not raws or len(raws) > 100_000:
+        return None
+    doc: dict[str, Any] = {}
+    try:
+        for k, v in top.items():
+            if k != "subject":
+                val = jsonio.loads(bytes(v), max_size=jsonio.MAX_SEAL, top_object=False)
+                if jsonio._depth(val) + 1 > jsonio.MAX_DEPTH:
+                    return None
+                doc[k] = val
+            else:
+                doc[k] = None
+    except jsonio.JsonProblem:
+        return None
+    del top
+    check = validator("seal", "reader")
+    dec, enc = _subject_decoder, _raw_encoder
+    chunk: list[dict] = []
+    try:
+        for i, raw in enumerate(raws):
+            s = dec.decode(raw)
+            if enc.encode(s) != bytes(raw):
+                return None
+            chunk.append({"name": s.name, "digest": {"sha256": s.digest.sha256}})
+            if len(chunk) == _LEAN_CHUNK or i == len(raws) - 1:
+                doc["subject"] = chunk
+                if check(doc) is not None:
+                    return None
+                chunk = []
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    doc["subject"] = None
+    return SealReading(doc, raw_subjects=raws)
+
+
 def seal_problems(
     seal: SealReading,
-    digests: dict[str, tuple[str, int]],
-    present: set[str],
+    files: runfs.Files,
     run_doc: dict | None,
     *,
     withheld_ok: set[str] = frozenset(),
 ) -> tuple[list[tuple[str, str]], list[str]]:
-    """[SEAL-6]: the problems of a seal, given ``digests`` ``{path: (hex, size)}`` of the files read and the set
-    of ``present`` regular files (outside overlays/). ``withheld_ok``: blob paths an authorized redaction withholds
-    ([OVL-10]). Returns ``(problems, withheld paths)``; the caller orders them."""
+    """[SEAL-6]: the problems of a seal, given the regular files present (outside overlays/) and the digests of
+    those read (``files``, a :class:`runfs.Files`). ``withheld_ok``: blob paths an authorized redaction withholds
+    ([OVL-10]). Returns ``(problems, withheld paths)``; the caller orders them.
+
+    Per subject naming a blob present at its canonical path, a count in a byte array (not a dict of names)."""
     if seal.doc is None:
         return [("seal.json", "seal-invalid")], []
     probs: list[tuple[str, str]] = []
     withheld: list[str] = []
     pred = seal.doc["predicate"]
-    names: dict[str, int] = {}
-    for s in seal.doc["subject"]:
-        names[s["name"]] = names.get(s["name"], 0) + 1
+    blob_count = bytearray(files.n)  # subjects naming each packed blob (up to 2)
+    names: dict[str, int] = {}  # subjects naming any other path
+    for name, _ in seal.subjects():
+        i = files.blob_index(name)
+        if i >= 0:
+            if blob_count[i] < 2:
+                blob_count[i] += 1
+        else:
+            names[name] = names.get(name, 0) + 1
     sealed_ok = True
     reported: set[str] = set()
-    for s in seal.doc["subject"]:
-        name = s["name"]
-        if names[name] > 1:  # its digests are not compared
+    for name, sha in seal.subjects():
+        i = files.blob_index(name)
+        if (blob_count[i] if i >= 0 else names[name]) > 1:  # its digests are not compared
             if name not in reported:
                 probs.append((name, "duplicate-subject"))
                 reported.add(name)
             sealed_ok = False
             continue
-        if not runfs.is_sealed_path(name):
-            probs.append((name, "subject-path"))
-            sealed_ok = False
-            continue
-        if name not in present:
-            if name in withheld_ok:
-                probs.append((name, "withheld"))
-                withheld.append(name)
-            else:
-                probs.append((name, "missing"))
-            sealed_ok = False
-            continue
-        d = digests.get(name)
-        if d is None or d[0] != s["digest"]["sha256"]:
+        if i < 0:
+            if not runfs.is_sealed_path(name):
+                probs.append((name, "subject-path"))
+                sealed_ok = False
+                continue
+            if name not in files.other:
+                if name in withheld_ok:
+                    probs.append((name, "withheld"))
+                    withheld.append(name)
+                else:
+                    probs.append((name, "missing"))
+                sealed_ok = False
+                continue
+        d = files.digest(name)
+        if d is None or d[0] != sha:
             probs.append((name, "digest"))
             sealed_ok = False
-    listed = set(names)
-    for p in present:
-        if runfs.is_sealed_path(p) and p not in listed:
+    for p in files.other:
+        if runfs.is_sealed_path(p) and p not in names:
             probs.append((p, "not-sealed"))
             sealed_ok = False
+    for i in range(files.n):
+        if not blob_count[i]:
+            probs.append((files.blob_path(i), "not-sealed"))
+            sealed_ok = False
     if sealed_ok:
-        if manifest_from({p: digests[p] for p in present if runfs.is_sealed_path(p)}).run_hash != pred["runHash"]:
+        # every file present is sealed, listed once and read with the digest listed
+        if Manifest(files).run_hash != pred["runHash"]:
             probs.append(("seal.json", "run-hash"))
     if run_doc is not None:
         if pred.get("runId") != run_doc.get("runId"):
@@ -237,8 +396,8 @@ def check_seal(run_dir: str | Path, *, withheld_ok: set[str] | frozenset[str] = 
     if not root.is_dir():
         raise Refusal("RUN-1", "not a run folder", str(run_dir))
     sc = runfs.scan(root)
-    digests = {p: (runfs.sha256_file(root / p), size) for p, size in sc.files.items()}
-    man = manifest_from(digests)
+    _hash_all(root, sc.files, sealed_only=False)
+    man = Manifest(sc.files)
     problems: list[tuple[str, str]] = []
     if (root / "seal.json").is_file():
         run_doc = None
@@ -248,7 +407,7 @@ def check_seal(run_dir: str | Path, *, withheld_ok: set[str] | frozenset[str] = 
                 run_doc = rd
         except (jsonio.JsonProblem, OSError):
             pass
-        problems, _ = seal_problems(read_seal(root), digests, set(digests), run_doc, withheld_ok=withheld_ok)
+        problems, _ = seal_problems(read_seal_lean(root), sc.files, run_doc, withheld_ok=withheld_ok)
         problems = sorted(set(problems), key=problem_sort_key)
     return SealCheck(man.text, man.run_hash, problems)
 
@@ -298,7 +457,11 @@ def seal_run(run_dir: str | Path, *, sealed_by: str = "producer", sealed_at: str
     except ValueError:
         pass  # a bad endedAt is a schema problem the verification below reports
     v = verify_run(root)
-    unlisted = sorted(p for p in runfs.scan(root).files if not runfs.is_listed(p))
+    # the files the verification read (no second scan: a run may hold tens of thousands of blobs)
+    # (a file beyond the size limits has no digest: then scan again)
+    read_all = v.manifest is not None and not any(code == "limit" for _, code in v.problems)
+    present = (p for p, _, _ in v.manifest.entries) if read_all else runfs.scan(root).files
+    unlisted = sorted(p for p in present if not runfs.is_listed(p))
     if unlisted:  # sealed, it would be unexpected-file (§3.9): a producer seals only the files [RUN-2] lists
         raise Refusal("RUN-2", "a file a run folder does not hold (outside ext/); move it under ext/ or remove it",
                       unlisted[0])
@@ -313,16 +476,47 @@ def seal_run(run_dir: str | Path, *, sealed_by: str = "producer", sealed_at: str
             path,
         )
     man = v.manifest  # the digests the verification read: every file is read once
-    statement = {
-        "_type": STATEMENT_TYPE,
-        "subject": [{"name": p, "digest": {"sha256": h}} for p, h, _ in man.entries],
-        "predicateType": EVIDENCE_PREDICATE,
-        "predicate": predicate_for(run, man.run_hash, sealed_by, sealed_at),
-    }
-    reason = validator("seal", "writer")(statement)
-    if reason is not None:
+    pred = predicate_for(run, man.run_hash, sealed_by, sealed_at)
+    head = {"_type": STATEMENT_TYPE, "subject": [], "predicateType": EVIDENCE_PREDICATE, "predicate": pred}
+    # the writer schema, checked on the statement with its subjects a chunk at a time (a seal lists every file)
+    check = validator("seal", "writer")
+    count = 0
+    for chunk in _subject_chunks(man):
+        count += len(chunk)
+        head["subject"] = chunk
+        reason = check(head) if count <= 100_000 else "/subject: more than 100000 items"
+        if reason is not None:
+            raise Refusal("SEAL-5", f"the seal would not be valid: {reason}", "seal.json")
+    if count == 0:
+        head["subject"] = []
+        reason = check(head)
         raise Refusal("SEAL-5", f"the seal would not be valid: {reason}", "seal.json")
-    from aefgate.fsutil import atomic_write
+    from aefgate.fsutil import atomic_lines
 
-    atomic_write(root / "seal.json", jsonio.dumps(statement))
+    # jsonio.dumps of the whole statement, written a chunk of subjects at a time
+    head["subject"] = []
+    text = jsonio.dumps(head)
+    cut = text.index(b',"subject":[]') + len(b',"subject":[')
+
+    def parts():
+        yield text[:cut]
+        first = True
+        for chunk in _subject_chunks(man):
+            yield (b"" if first else b",") + _raw_encoder.encode(chunk)[1:-1]
+            first = False
+        yield text[cut:]
+
+    atomic_lines(root / "seal.json", parts(), replace=True)
     return man.run_hash
+
+
+def _subject_chunks(man: Manifest) -> Iterator[list[dict]]:
+    """The subjects of [SEAL-5] in manifest order, ``_LEAN_CHUNK`` at a time."""
+    chunk: list[dict] = []
+    for p, h, _ in man.entries:
+        chunk.append({"name": p, "digest": {"sha256": h}})
+        if len(chunk) == _LEAN_CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

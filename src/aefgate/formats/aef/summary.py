@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from aefgate.errors import Refusal
+from aefgate.formats.aef.spill import Floats, bound
 from aefgate.formats.aef.vocab import MEASURED_STATES
 
 __all__ = [
@@ -242,6 +243,13 @@ def entry_key(line: Mapping[str, Any], summary_lanes: Iterable[str]) -> tuple[st
     return (lane, line.get("path"))  # type: ignore[return-value]
 
 
+MEDIAN_IN_MEMORY = 1 << 16  # values of a median entry kept in memory; beyond, on disk (AEFGATE_SPILL_VALUES)
+
+
+def _median_bound() -> int:
+    return bound("AEFGATE_SPILL_VALUES", MEDIAN_IN_MEMORY)
+
+
 class EntryAccumulator:
     """The running figures of one summary entry ([SUM-4], [SUM-5], [SUM-8]).
 
@@ -267,7 +275,8 @@ class EntryAccumulator:
         self._sumsq = 0.0
         self._min: float | None = None
         self._max: float | None = None
-        self._values: list[float] | None = [] if aggregate_method == "median" else None
+        # a median needs every value: 8 bytes each in memory, on disk beyond a bound (spill.Floats)
+        self._values: Floats | None = Floats(_median_bound()) if aggregate_method == "median" else None
 
     @property
     def recomputes_value(self) -> bool:
@@ -325,12 +334,12 @@ class EntryAccumulator:
             elif method == "max":
                 value = self._max
             elif method == "median":
-                vals = sorted(self._values or ())
                 mid = n // 2
                 if n % 2:
-                    value = vals[mid]
+                    (value,) = self._values.at([mid])
                 else:
-                    value = _round(_scaled(vals[mid - 1]) + _scaled(vals[mid]), 2 * _ONE)
+                    a, b = self._values.at([mid - 1, mid])
+                    value = _round(_scaled(a) + _scaled(b), 2 * _ONE)
         return {"N": self.N, "n": n, "notMeasured": self.N - n, "sum": total, "sumSq": sumsq, "value": value}
 
 

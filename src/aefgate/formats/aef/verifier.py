@@ -25,17 +25,18 @@ import multiprocessing
 import os
 import threading
 from array import array
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio, runfs
+from aefgate.formats.aef import jsonio, runfs, spill
 from aefgate.formats.aef.jsonio import JsonProblem
-from aefgate.formats.aef.paths import path_problems
+from aefgate.formats.aef.paths import path_bytes, path_problems
 from aefgate.formats.aef.resultid import result_id
 from aefgate.formats.aef.schema import validator
-from aefgate.formats.aef.sealer import manifest_from, read_seal, seal_problems
+from aefgate.formats.aef.sealer import Manifest, read_seal_lean, seal_problems
 from aefgate.formats.aef.summary import LEFT_OUT, EntryAccumulator, measure, value_matches
 from aefgate.formats.aef.times import parse_time
 from aefgate.formats.aef.vocab import CONTENT_KINDS, SEC6_ATTRIBUTES
@@ -151,9 +152,17 @@ class _RunVerifier:
         self.problems: set[tuple[str, str]] = set()
         self.cross: set[tuple[str, str]] = set()  # rules across files: reported only when nothing blocks
         self.blocking = False
-        self.digests: dict[str, tuple[str, int]] = {}
         self.withheld_ok = withheld_ok
         self.scan = runfs.scan(root)
+        # path -> (sha256 hex, size) of the files read: written into the packed table of the scan (blobs) or a
+        # dict (the other files), runfs.Files
+        self.digests = runfs.Digests(self.scan.files)
+        self.db: spill.SpillDb | None = None  # the per-line state of a large results.ndjson, on disk
+
+    def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+            self.db = None
 
     # -- helpers ---------------------------------------------------------------------------------------------
     def add(self, path: str, code: str) -> None:
@@ -233,7 +242,7 @@ class _RunVerifier:
             return Verification("invalid", [(".", "limit")])
         for p in sc.special:
             self.add(p, "path")
-        for p, code in path_problems(list(sc.files) + sc.special):
+        for p, code in path_problems(_path_rule_input(sc.files, sc.special)):
             self.add(p, code)
 
         run = self.read_doc("run.json", "run", required=True)
@@ -250,19 +259,6 @@ class _RunVerifier:
         if metrics is not None:
             self._metrics(metrics)
 
-        # blobs: every blob's bytes hash to its name ([EVD-3]); hashes serve the seal too
-        for p, size in sc.files.items():
-            m = runfs.BLOB_PATH.match(p)
-            if m is None:
-                continue
-            if size > jsonio.MAX_BLOB:
-                self.add(p, "limit")
-                continue
-            h = runfs.sha256_file(self.root / p, size_hint=size)
-            self.digests[p] = (h, size)
-            if h != m.group(2):
-                self.x(p, "blob-digest")
-
         self.spans: set[tuple[str, str]] = set()
         self.trace_ids: set[str] = set()
         self.has_traces = "traces.otlp.jsonl" in sc.files
@@ -277,6 +273,7 @@ class _RunVerifier:
         gates: list[tuple[int, dict]] = []
         if "gates.ndjson" in sc.files:
             gates = self._gates()
+        self.gates = gates
 
         self._prepare_summary(summary)
         if "results.ndjson" in sc.files:
@@ -284,10 +281,16 @@ class _RunVerifier:
         else:
             self.add("results.ndjson", "schema")
 
-        # the rest of the files (ext/, unexpected ones): hashed for the seal
-        for p, size in sc.files.items():
+        # blobs: hashed after results.ndjson (the worker processes are forked without their digests)
+        self._hash_blobs()
+        # the rest of the files (ext/, unexpected ones, blobs beyond the limit): hashed for the seal
+        for p, size in list(sc.files.other.items()):
             if p not in self.digests:
                 self.digests[p] = (runfs.sha256_file(self.root / p), size)
+        files = sc.files
+        for i in range(files.n):
+            if not files.bhas[i]:
+                files.set_blob_digest(i, bytes.fromhex(runfs.sha256_file(self.root / files.blob_path(i))))
 
         if run is not None:
             self._run_rules(run)
@@ -302,23 +305,25 @@ class _RunVerifier:
         sealed = "seal.json" in sc.files
         withheld: list[str] = []
         run_hash: str | None = None
+        # the files [RUN-2] does not list (outside ext/ and overlays/): never a packed blob (runfs.Files)
+        unlisted = {p for p in sc.files.other if not runfs.is_listed(p)}
         listed: set[str] = set()
         if sealed:
-            reading = read_seal(self.root)
-            sp, withheld = seal_problems(
-                reading, self.digests, set(sc.files), run, withheld_ok=self.withheld_ok
-            )
+            reading = read_seal_lean(self.root)
+            sp, withheld = seal_problems(reading, sc.files, run, withheld_ok=self.withheld_ok)
             for p in sp:
                 self.problems.add(p)
             if reading.doc is not None:
                 run_hash = reading.doc["predicate"]["runHash"]
-                listed = {s["name"] for s in reading.doc["subject"]}
-        manifest = manifest_from({p: d for p, d in self.digests.items() if p in sc.files})
+                if unlisted:
+                    listed = {name for name, _ in reading.subjects() if name in unlisted}
+            del reading
+        manifest = Manifest(sc.files)  # over the packed table: its entries are made when iterated
         if run_hash is None:
             run_hash = manifest.run_hash
         # unexpected-file: a file [RUN-2] does not list (outside ext/ and overlays/) that the seal lists
-        for p in sc.files:
-            if not runfs.is_listed(p) and p in listed:
+        for p in unlisted:
+            if p in listed:
                 self.x(p, "unexpected-file")
 
         if not self.blocking:
@@ -329,6 +334,34 @@ class _RunVerifier:
         return Verification(
             outcome, problems, withheld=len(withheld), run_hash=run_hash, sealed=sealed, manifest=manifest
         )
+
+    def _hash_blobs(self) -> None:
+        """[EVD-3]: every blob's bytes hash to its name; the digests serve the seal too. The packed blobs
+        (``runfs.Files``) in name order, their digests written into the table; a blob outside its folder first."""
+        files = self.scan.files
+        root = self.root
+        for p, size in list(files.other.items()):
+            m = runfs.BLOB_PATH.match(p)
+            if m is None:
+                continue
+            if size > jsonio.MAX_BLOB:
+                self.add(p, "limit")
+                continue
+            h = runfs.sha256_file(root / p, size_hint=size)
+            self.digests[p] = (h, size)
+            if h != m.group(2):
+                self.x(p, "blob-digest")
+        sizes = files.sizes
+        for i in range(files.n):
+            size = sizes[i]
+            p = files.blob_path(i)
+            if size > jsonio.MAX_BLOB:
+                self.add(p, "limit")
+                continue
+            h = runfs.sha256_file(root / p, size_hint=size)
+            files.set_blob_digest(i, bytes.fromhex(h))
+            if h != p[-64:]:
+                self.x(p, "blob-digest")
 
     # -- documents -------------------------------------------------------------------------------------------
     def _metrics(self, metrics: dict) -> None:
@@ -492,11 +525,19 @@ class _RunVerifier:
         where = f"gates.ndjson:{lineno}"
         named = list((g.get("inputs") or {}).get("results") or ()) + list(g.get("decisive") or ())
         for rid in named:
-            if _key(rid) not in self.ids:
+            if not self._known(_key(rid)):
                 self.x(where, "gate")
                 break
         if g.get("outcome") == "ship" and g.get("comparability") == "incomparable":
             self.x(where, "gate")
+
+    def _known(self, key: bytes | None) -> bool:
+        """Whether a line of results.ndjson has the resultId of ``key``."""
+        if key is None:
+            return False
+        if self.db is not None:
+            return self.db.one("SELECT 1 FROM firsts WHERE key = ?", (key,)) is not None
+        return key in self.ids
 
     # -- summary ---------------------------------------------------------------------------------------------
     def _prepare_summary(self, summary: dict | None) -> None:
@@ -593,12 +634,13 @@ class _RunVerifier:
         )
         size = self.scan.files.get("results.ndjson", 0)
         workers = _workers_for(size)
+        fold = self._fold_spilled if size > spill.bound("AEFGATE_SPILL_RESULTS", _SPILL_RESULTS) else self._fold
         try:
             if workers:
-                self._fold(self._parallel_results(size, workers))
+                fold(self._parallel_results(size, workers))
             else:
                 batches = _batches(self.lines("results.ndjson"))
-                self._fold((start, _check_batch(lines)) for start, lines in batches)
+                fold((start, _check_batch(lines)) for start, lines in batches)
         except _FramingError:
             pass
         finally:
@@ -741,8 +783,322 @@ class _RunVerifier:
                 for i, m in measures:
                     accs[i].add_measure(m)
 
+    def _fold_spilled(self, checked) -> None:
+        """:meth:`_fold` with the state on disk (a :class:`spill.SpillDb`) and a bounded window in memory.
+
+        Each read line is a row of ``lines``: its key, case, path, trial, state code and flags, the line of its
+        parent when the parent is among the last ``window`` lines (else NULL, and its parent's key is a row of
+        ``lp``: resolved at the end), its aggregation total; rollup figures are rows of ``roll``. A decisive key of
+        an aggregation line is settled here when the line holding it comes within the window after it and neither
+        line's resultId may repeat (a row of ``dec`` with ``st`` 2 when its parent is not the aggregation line,
+        nothing when it is), else it is a row of ``dec`` with ``st`` 0, checked at the end.
+
+        Within the window the rules of [RES-5]/[RES-6]/[RES-8] between a line and its parent are applied at once
+        (parent of another case, trials, children counted until the parent leaves the window); their problems are
+        ``self.provisional``: exact when resultIds are distinct and no child comes beyond the window of its parent,
+        which :meth:`_results_end_spilled` checks (else it redoes those rules on disk). Keys that may repeat (their
+        bucket of a fixed bitmap was set already) are kept in ``need`` to be looked up at the end. The problems of a
+        line alone and the summary's measures are handled here, as in memory."""
+        db = self.db = spill.SpillDb()
+        db.execute(
+            "CREATE TABLE lines(ln INTEGER PRIMARY KEY, key BLOB NOT NULL, cs TEXT NOT NULL, pa TEXT NOT NULL,"
+            " trial INT NOT NULL, sf INT NOT NULL, pl INT, total)"
+        )  # sf: the state code times 32 plus the flags (_F_CHILD: the line names a parent)
+        db.execute("CREATE TABLE lp(ln INTEGER PRIMARY KEY, pkey BLOB NOT NULL)")  # parents not in the window
+        db.execute("CREATE TABLE roll(ln INTEGER PRIMARY KEY, tn, tp, ta)")  # the trials figures of rollup lines
+        db.execute("CREATE TABLE dec(ln INT NOT NULL, dkey BLOB, st INT NOT NULL)")
+        db.execute("CREATE TABLE need(key BLOB PRIMARY KEY) WITHOUT ROWID")
+        window = spill.bound("AEFGATE_SPILL_WINDOW", _WINDOW)
+        # key -> [line, case, trial, aggregation total or _NO_AGG, children] of the first line holding it among the
+        # last `window` lines or more (whole batches leave the window)
+        win: dict[bytes, list] = {}
+        pending: dict[bytes, int] = {}  # decisive key -> its aggregation line (within the window)
+        gens: deque = deque()  # per batch in the window: (its last line, its keys, its (aggregation line, key))
+        # one bit per bucket of resultIds (their low bits): a key whose bit is already set may be a duplicate
+        nbytes = 1 << max(0, spill.bound("AEFGATE_SPILL_SEEN", _SEEN_BYTES).bit_length() - 1)
+        seen = bytearray(nbytes)
+        mask = nbytes * 8 - 1
+        cands: list = []
+        prov = self.provisional = set()
+        late = trial_lines = 0
+        accs = self.accs
+        x = self.x
+        rows: list = []
+        rolls: list = []
+        decs: list = []
+        lps: list = []
+        insert = "INSERT INTO lines VALUES (?,?,?,?,?,?,?,?)"
+
+        def leave(p: list) -> None:
+            """A line leaves the window: its children are counted ([RES-5], [RES-6])."""
+            e, _, _, total, kids = p
+            if total is _NO_AGG:
+                if kids:
+                    prov.add((f"results.ndjson:{e}", "aggregation"))
+            elif kids != total:
+                prov.add((f"results.ndjson:{e}", "aggregation"))
+
+        for start, records in checked:
+            if window:
+                old = start - 1 - window
+                while gens and gens[0][0] <= old:
+                    last, keys, pend = gens.popleft()
+                    for k in keys:
+                        p = win.get(k)
+                        if p is not None and p[0] <= last:
+                            del win[k]
+                            leave(p)
+                    for a, dk in pend:
+                        if pending.get(dk) == a:
+                            del pending[dk]
+                            decs.append((a, dk, 0))
+                keys, pend = [], []
+                gens.append((start + len(records) - 1, keys, pend))
+            for offset, rec in enumerate(records):
+                if type(rec) is str:
+                    self.add(f"results.ndjson:{start + offset}", rec)
+                    continue
+                if self.blocking or rec is None:
+                    continue
+                lineno = start + offset
+                key, case, path, trial, sc, pkey, agg, trials, codes, measures = rec
+                if codes:
+                    where = f"results.ndjson:{lineno}"
+                    for c in codes:
+                        x(where, c)
+                b = int.from_bytes(key[:4], "little") & mask
+                bit = 1 << (b & 7)
+                b >>= 3
+                cand = seen[b] & bit
+                if cand:
+                    cands.append((key,))
+                else:
+                    seen[b] |= bit
+                if window:
+                    keys.append(key)
+                    if key not in win:  # a later line of the same resultId: a duplicate, redone on disk
+                        win[key] = [lineno, case, trial, _NO_AGG if agg is None else agg[0], 0]
+                pl = None
+                flags = _F_READ
+                if pkey is not None:
+                    flags = _F_READ | _F_CHILD
+                    p = win.get(pkey)
+                    if p is None:
+                        late += 1
+                        lps.append((lineno, pkey))
+                    else:
+                        pl = p[0]
+                        if p[1] != case:
+                            prov.add((f"results.ndjson:{lineno}", "parent"))
+                        else:
+                            p[4] += 1
+                            ptrial = p[2]
+                            if (ptrial >= 0 and trial != ptrial) or (trial >= 0 and ptrial < 0):
+                                prov.add((f"results.ndjson:{lineno}", "trials"))
+                if pending:
+                    a = pending.pop(key, None)
+                    if a is not None:
+                        if cand:  # maybe not the first line of this resultId: checked on disk
+                            decs.append((a, key, 0))
+                        elif pl != a:
+                            decs.append((a, key, 2))
+                            prov.add((f"results.ndjson:{a}", "aggregation"))
+                total = None
+                if trial >= 0:
+                    trial_lines += 1
+                if trials is not None:
+                    flags |= _F_ROLLUP
+                    trial_lines += 1
+                    rolls.append((lineno, _sql_int(trials[0]), _sql_int(trials[1]), _sql_int(trials[2])))
+                if agg is not None:
+                    flags |= _F_AGG
+                    total = _sql_int(agg[0])
+                    for dk in agg[1]:
+                        if window and not cand and dk is not None and dk not in win and dk not in pending:
+                            pending[dk] = lineno
+                            pend.append((lineno, dk))
+                        else:
+                            decs.append((lineno, dk, 0))
+                rows.append((lineno, key, case, path, trial, sc << 5 | flags, pl, total))
+                for i, m in measures:
+                    accs[i].add_measure(m)
+            if len(rows) >= 4096:
+                db.executemany(insert, rows)
+                rows.clear()
+                if rolls:
+                    db.executemany("INSERT INTO roll VALUES (?,?,?,?)", rolls)
+                    rolls.clear()
+                if lps:
+                    db.executemany("INSERT INTO lp VALUES (?,?)", lps)
+                    lps.clear()
+            if len(decs) >= 4096:
+                db.executemany("INSERT INTO dec VALUES (?,?,?)", decs)
+                decs.clear()
+            if len(cands) >= 4096:
+                db.executemany("INSERT OR IGNORE INTO need VALUES (?)", cands)
+                cands.clear()
+        for p in win.values():
+            leave(p)
+        for dk, a in pending.items():
+            decs.append((a, dk, 0))
+        if rows:
+            db.executemany(insert, rows)
+        if rolls:
+            db.executemany("INSERT INTO roll VALUES (?,?,?,?)", rolls)
+        if lps:
+            db.executemany("INSERT INTO lp VALUES (?,?)", lps)
+        if decs:
+            db.executemany("INSERT INTO dec VALUES (?,?,?)", decs)
+        if cands:
+            db.executemany("INSERT OR IGNORE INTO need VALUES (?)", cands)
+        self.late, self.trial_lines = late, trial_lines
+
+    def _results_end_spilled(self) -> None:
+        """:meth:`_results_end` over the state :meth:`_fold_spilled` put on disk: the same rules, as queries
+        (the problems are a set, ordered at the end, so the order they are found in does not matter)."""
+        db = self.db
+        q = db.execute
+        x = self.x
+        # ``need``: the resultIds to look up on disk: those that may be duplicated (_fold_spilled's candidates),
+        # parents not found in the window, decisive children not settled in it, the results gates name.
+        # ``firsts``: for each of them, its first line and how many lines hold it ([RES-4]), in one pass over lines
+        if self.late:
+            q("INSERT OR IGNORE INTO need SELECT pkey FROM lp")
+        q("INSERT OR IGNORE INTO need SELECT dkey FROM dec WHERE st = 0 AND dkey IS NOT NULL")
+        gate_keys = []
+        for _, g in getattr(self, "gates", ()):
+            for rid in list((g.get("inputs") or {}).get("results") or ()) + list(g.get("decisive") or ()):
+                k = _key(rid)
+                if k is not None:
+                    gate_keys.append((k,))
+        db.executemany("INSERT OR IGNORE INTO need VALUES (?)", gate_keys)
+        q("CREATE TABLE firsts(key BLOB PRIMARY KEY, ln INT NOT NULL, n INT NOT NULL) WITHOUT ROWID")
+        found = "SELECT l.key, MIN(l.ln), COUNT(*) FROM lines l CROSS JOIN {} n ON n.key = l.key GROUP BY l.key"
+        if db.one("SELECT 1 FROM need LIMIT 1") is not None:
+            q("INSERT INTO firsts " + found.format("need"))
+        dups = db.one("SELECT 1 FROM firsts WHERE n > 1 LIMIT 1") is not None
+        if dups:
+            q("CREATE TABLE dups(ln INTEGER PRIMARY KEY)")
+            q("INSERT INTO dups SELECT l.ln FROM lines l CROSS JOIN firsts f ON f.key = l.key"
+              " WHERE f.n > 1 AND l.ln != f.ln")
+            for (ln,) in q("SELECT ln FROM dups").fetchall():
+                x(f"results.ndjson:{ln}", "result-id")
+            q(f"UPDATE lines SET sf = sf | {_F_DUP} WHERE ln IN (SELECT ln FROM dups)")
+            # a parent found in the window may be a later line of a duplicated resultId: its first line counts
+            q("UPDATE lines SET pl = (SELECT f.ln FROM lines p JOIN firsts f ON f.key = p.key WHERE p.ln = lines.pl)"
+              " WHERE pl IN (SELECT l.ln FROM lines l CROSS JOIN firsts f ON f.key = l.key WHERE f.n > 1)")
+        # parents named beyond the window (before or after): NULL stays for a resultId no line has (_MISSING)
+        far = False
+        if self.late:
+            far = db.one("SELECT 1 FROM lp JOIN firsts f ON f.key = lp.pkey LIMIT 1") is not None
+            q("UPDATE lines SET pl = (SELECT f.ln FROM lp JOIN firsts f ON f.key = lp.pkey WHERE lp.ln = lines.ln)"
+              " WHERE ln IN (SELECT ln FROM lp)")
+            for (ln,) in q(f"SELECT ln FROM lines WHERE sf & {_F_CHILD} AND pl IS NULL"):
+                x(f"results.ndjson:{ln}", "parent")
+        if not dups and not far:
+            # every parent was in the window of its children: the window's problems are the rules' problems
+            self.cross |= self.provisional
+            for (ln,) in q(
+                "SELECT DISTINCT d.ln FROM dec d WHERE d.st = 0 AND (d.dkey IS NULL OR NOT EXISTS (SELECT 1"
+                " FROM firsts f JOIN lines r ON r.ln = f.ln WHERE f.key = d.dkey AND r.pl IS d.ln))"
+            ):
+                x(f"results.ndjson:{ln}", "aggregation")
+        else:
+            self._parents_on_disk(dups)
+        if self.trial_lines:
+            self._trials_on_disk()
+
+    def _parents_on_disk(self, dups: bool) -> None:
+        """[RES-5], [RES-6] and the parent part of [RES-8] over every line on disk (duplicated resultIds, or
+        parents beyond their children's window)."""
+        q = self.db.execute
+        x = self.x
+        # a parent of another case ([RES-5]); trial consistency with the parent ([RES-8])
+        cur = q(
+            "SELECT c.ln, p.cs != c.cs FROM lines c JOIN lines p ON p.ln = c.pl"
+            " WHERE p.cs != c.cs OR (p.trial >= 0 AND c.trial != p.trial) OR (c.trial >= 0 AND p.trial < 0)"
+        )
+        for ln, bad_parent in cur:
+            x(f"results.ndjson:{ln}", "parent" if bad_parent else "trials")
+        # children: distinct resultIds whose parent is valid
+        q("CREATE TABLE cc(pl INTEGER PRIMARY KEY, n INT NOT NULL)")
+        q(f"INSERT INTO cc SELECT c.pl, COUNT(*) FROM lines c JOIN lines p ON p.ln = c.pl"
+          f" WHERE p.cs = c.cs AND NOT c.sf & {_F_DUP} GROUP BY c.pl")
+        # children without an aggregation, aggregation totals and decisive children ([RES-5], [RES-6])
+        for (ln,) in q(f"SELECT c.pl FROM cc c JOIN lines l ON l.ln = c.pl WHERE NOT l.sf & {_F_AGG}"):
+            x(f"results.ndjson:{ln}", "aggregation")
+        cur = q(
+            f"SELECT l.ln FROM lines l LEFT JOIN cc c ON c.pl = l.ln WHERE l.sf & {_F_AGG}"
+            f" AND NOT l.sf & {_F_DUP} AND IFNULL(c.n, 0) IS NOT l.total"
+        )
+        for (ln,) in cur:
+            x(f"results.ndjson:{ln}", "aggregation")
+        # decisive children: those settled in the window (st 2: not a child of the aggregation line) and the others
+        cur = q(
+            f"SELECT DISTINCT d.ln FROM dec d JOIN lines l ON l.ln = d.ln LEFT JOIN cc c ON c.pl = l.ln"
+            f" WHERE NOT l.sf & {_F_DUP} AND IFNULL(c.n, 0) IS l.total AND (d.st = 2 OR d.dkey IS NULL"
+            f" OR NOT EXISTS (SELECT 1 FROM firsts f JOIN lines r ON r.ln = f.ln WHERE f.key = d.dkey AND r.pl IS d.ln))"
+        )
+        for (ln,) in cur:
+            x(f"results.ndjson:{ln}", "aggregation")
+
+    def _trials_on_disk(self) -> None:
+        """[RES-8] on disk: groups of trial lines by case and path, rollups (the first rollup line of a case and
+        path; a second one is a problem) and the paths of the parents of each group's trial lines."""
+        db = self.db
+        q = db.execute
+        x = self.x
+        q("CREATE TABLE tg(cs TEXT, pa TEXT, n INT, passed INT, agree INT, PRIMARY KEY (cs, pa)) WITHOUT ROWID")
+        q(f"INSERT INTO tg SELECT cs, pa, COUNT(*), SUM(sf >> 5 = {_PASSED}), MIN(sf >> 5) = MAX(sf >> 5) FROM lines"
+          f" WHERE trial >= 0 GROUP BY cs, pa")
+        q("CREATE TABLE ro(cs TEXT, pa TEXT, ln INT NOT NULL, PRIMARY KEY (cs, pa)) WITHOUT ROWID")
+        q(f"INSERT INTO ro SELECT cs, pa, MIN(ln) FROM lines WHERE sf & {_F_ROLLUP} GROUP BY cs, pa")
+        for (ln,) in q(f"SELECT l.ln FROM lines l JOIN ro ON ro.cs = l.cs AND ro.pa = l.pa"
+                       f" WHERE l.sf & {_F_ROLLUP} AND l.ln != ro.ln"):
+            x(f"results.ndjson:{ln}", "trials")
+        if self.closed:
+            (nro,) = db.one("SELECT COUNT(*) FROM ro")
+            (ntg,) = db.one("SELECT COUNT(*) FROM tg")
+            if nro < ntg:
+                for (ln,) in q("SELECT l.ln FROM lines l WHERE l.trial >= 0 AND NOT EXISTS"
+                               " (SELECT 1 FROM ro WHERE ro.cs = l.cs AND ro.pa = l.pa)"):
+                    x(f"results.ndjson:{ln}", "trials")
+        # kind: 0 a root, 1 unknown (the parent is missing or of another case), 2 the parent's path q
+        q("CREATE TABLE tpp(cs TEXT, pa TEXT, kind INT, q TEXT)")
+        q(f"INSERT INTO tpp SELECT DISTINCT c.cs, c.pa,"
+          f" CASE WHEN NOT c.sf & {_F_CHILD} THEN 0 WHEN p.ln IS NULL OR p.cs != c.cs THEN 1 ELSE 2 END,"
+          f" CASE WHEN NOT c.sf & {_F_CHILD} OR p.ln IS NULL OR p.cs != c.cs THEN NULL ELSE p.pa END"
+          f" FROM lines c LEFT JOIN lines p ON p.ln = c.pl WHERE c.trial >= 0")
+        q("CREATE INDEX tppk ON tpp(cs, pa)")
+        cur = q(
+            f"SELECT ro.ln, rl.tn, rl.tp, rl.ta, tg.n, tg.passed, tg.agree, NOT l.sf & {_F_CHILD}, l.pl,"
+            " (SELECT COUNT(*) FROM tpp t WHERE t.cs = ro.cs AND t.pa = ro.pa),"
+            " (SELECT COUNT(*) FROM tpp t WHERE t.cs = ro.cs AND t.pa = ro.pa AND t.kind = 1),"
+            " (SELECT t.kind FROM tpp t WHERE t.cs = ro.cs AND t.pa = ro.pa),"
+            " (SELECT o.ln FROM tpp t JOIN ro o ON o.cs = ro.cs AND o.pa = t.q"
+            "  WHERE t.cs = ro.cs AND t.pa = ro.pa AND t.kind = 2)"
+            " FROM ro JOIN lines l ON l.ln = ro.ln JOIN roll rl ON rl.ln = ro.ln"
+            " LEFT JOIN tg ON tg.cs = ro.cs AND tg.pa = ro.pa"
+        )
+        for ln, tn, tp, ta, n, passed, agree, root, pl, k, unknown, kind, target in cur:
+            if n is None or (tn, tp, ta) != (n, passed, agree):
+                x(f"results.ndjson:{ln}", "trials")
+                continue
+            if unknown:
+                continue
+            if k != 1:
+                x(f"results.ndjson:{ln}", "trials")
+                continue
+            if kind == 0:
+                if not root:
+                    x(f"results.ndjson:{ln}", "trials")
+            elif target is not None and (root or pl != target):
+                x(f"results.ndjson:{ln}", "trials")
+
     def _results_end(self) -> None:
         """The rules that need every line: parents, children, decisive ids, trials."""
+        if self.db is not None:
+            return self._results_end_spilled()
         if not hasattr(self, "ids"):
             return
         x = self.x
@@ -842,7 +1198,7 @@ class _LineCtx:
     spans: set
     trace_ids: set
     evidence_ids: set
-    files: dict
+    files: runfs.Files  # read by a binary search when a line cites a blob (the pages shared with the parent)
     withheld_ok: frozenset
     routes: dict
     single_lane: str | None
@@ -851,6 +1207,15 @@ class _LineCtx:
 _CTX: _LineCtx | None = None
 _BATCH = 2048
 _PARALLEL_FROM = 16 * 1024 * 1024  # bytes of results.ndjson
+# above this many bytes of results.ndjson (AEFGATE_SPILL_RESULTS), the state of the rules across lines is kept on
+# disk (_fold_spilled); below, in memory: at most ~40,000 lines (a result line takes 100 bytes or more)
+_SPILL_RESULTS = 4 * 1024 * 1024
+# lines whose keys stay in memory on the spilled path: most parents and decisive children are found among them
+_WINDOW = 4096
+# the bitmap of resultIds seen (AEFGATE_SPILL_SEEN: bytes); a run of n lines looks ~n**2 / (16 * this) keys up
+_SEEN_BYTES = 1 << 22
+_NO_AGG = object()  # in the window: a line without an aggregation
+_F_CHILD = 16  # on the spilled path: the line names a parent
 
 
 def _workers_for(size: int) -> int:
@@ -1121,6 +1486,68 @@ class _FramingError(Exception):
 _ABSENT = object()
 
 
+_BLOB_NAMES = (b"blobs", b"blobs/sha256")
+
+
+def _path_rule_input(files: runfs.Files, special: list[str]) -> list[str]:
+    """The paths [RUN-3] must see (``paths.path_problems``) for the same problems as over every path.
+
+    A blob at its canonical path (packed in ``files``) keeps every rule on its own (lowercase hex segments, 80
+    bytes), and two of them differ in more than letter case: it can break [RUN-3] only by clashing, through one of
+    its names (``blobs``, ``blobs/sha256``, ``blobs/sha256/xx``, itself), with a name of a path outside the packed
+    blobs. So: the other paths, the special entries, and only the blobs one of whose names another name equals
+    once ASCII letters are folded but not before (blob names are lowercase: the other name has a capital)."""
+    out = list(files.other) + list(special)
+    if not files.n:
+        return out
+    every = False
+    firsts: set[int] = set()  # blob folders blobs/sha256/xx clashed with (their first byte)
+    whole: set[int] = set()  # blobs clashed with themselves
+    for p in out:
+        b = path_bytes(p)
+        low = b.lower()
+        if low == b or not low.startswith(b"blobs"):
+            continue
+        start = 0
+        while True:
+            cut = b.find(b"/", start)
+            name = b if cut < 0 else b[:cut]
+            lname = name.lower()
+            if lname != name:
+                if lname in _BLOB_NAMES:
+                    every = True
+                    break
+                if len(lname) == 15 and lname.startswith(b"blobs/sha256/"):
+                    xx = lname[13:15]
+                    if all(c in b"0123456789abcdef" for c in xx):
+                        firsts.add(int(xx, 16))
+                elif len(lname) > 15:
+                    i = files.blob_index(lname.decode("utf-8", "replace"))
+                    if i >= 0:
+                        whole.add(i)
+            if cut < 0:
+                break
+            start = cut + 1
+        if every:
+            break
+    if every:
+        out.extend(files.blob_paths())
+        return out
+    keys = files.keys
+    for i in range(files.n):
+        if keys[32 * i] in firsts or i in whole:
+            out.append(files.blob_path(i))
+    return out
+
+
+def _sql_int(v: Any) -> Any:
+    """A figure of a line as SQLite keeps it: an integer beyond 64 bits as its text (it then equals no count,
+    as in memory)."""
+    if type(v) is int and not -(1 << 63) <= v < (1 << 63):
+        return str(v)
+    return v
+
+
 def _key(rid: str) -> bytes | None:
     try:
         return bytes.fromhex(rid[2:])
@@ -1156,7 +1583,11 @@ def verify_run(
     enabled = gc.isenabled()
     gc.disable()  # no cycles are made; the collector would only rescan the bookkeeping (about 20 % of the time)
     try:
-        v = _RunVerifier(root, frozenset(withheld)).verify()
+        rv = _RunVerifier(root, frozenset(withheld))
+        try:
+            v = rv.verify()
+        finally:
+            rv.close()
     finally:
         if enabled:
             gc.enable()

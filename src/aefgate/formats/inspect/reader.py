@@ -5,13 +5,19 @@
 ``samples``), :attr:`~InspectLog.sample_count` and :meth:`~InspectLog.samples`, an iterator that reads one
 sample at a time.
 
-``.eval`` (a ZIP, see :mod:`.zipsafe` for what is refused): the header is ``header.json`` with ``reductions.json``
-as ``reductions``; a log that did not finish has no ``header.json``, and its header is then built as Inspect
-builds it, from ``_journal/start.json`` (``version``, ``eval``, ``plan``) with ``status: "started"`` and the
-journaled ``_journal/config_updates/<n>.json`` as ``config_updates`` (:attr:`~InspectLog.from_journal` is then
-True). Samples are the members ``samples/<id>_epoch_<n>.json``, a name written twice counting once (its last
-entry, as Inspect reads it), in Inspect's order (by epoch, then by id, an integer id compared as 20 zero-filled
-digits); a member is decompressed as a stream and parsed when it is complete, and nothing else is held.
+``.eval`` (a ZIP, see :mod:`.zipsafe` for what is refused): the header is ``header.json``; a log that did not
+finish has no ``header.json``, and its header is then built as Inspect builds it, from ``_journal/start.json``
+(``version``, ``eval``, ``plan``) with ``status: "started"`` and the journaled ``_journal/config_updates/<n>.json``
+as ``config_updates`` (:attr:`~InspectLog.from_journal` is then True). Samples are the members
+``samples/<id>_epoch_<n>.json``, a name written twice counting once (its last entry, as Inspect reads it), in
+Inspect's order (by epoch, then by id, an integer id compared as 20 zero-filled digits), or with
+``samples(order="case")`` by id, then epoch (each sample's epochs one after the other, so a reader of the samples
+can be done with a sample when its id changes); a member is decompressed as a stream and parsed when it is
+complete, and nothing else is held.
+
+Reductions (``reductions.json`` in a ``.eval``, ``reductions`` in a ``.json``) are not in the header: they grow with
+the samples. :meth:`~InspectLog.reductions` gives them whole (a list, or None when the log has none), and
+:meth:`~InspectLog.reduction_events` one reduced score at a time, read as a stream from a ``.eval``.
 
 ``.json``: the file is read incrementally (:class:`.jsontext.JsonStream`): opening it reads it once, keeping the
 members of the log but ``samples`` and counting (and checking) the samples; :meth:`~InspectLog.samples` reads it
@@ -26,12 +32,14 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
+from array import array
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, Literal
 
 from aefgate.errors import Refusal
 from aefgate.formats.inspect import jsontext, rules
-from aefgate.formats.inspect.zipsafe import Archive, Member
+from aefgate.formats.inspect.zipsafe import Archive
 
 HEADER_JSON = "header.json"
 REDUCTIONS_JSON = "reductions.json"
@@ -68,6 +76,26 @@ class Sample(dict):
         self.facts = facts
 
 
+class SampleStream:
+    """What :meth:`InspectLog.samples` returns: an iterator over the samples that also says where they come from
+    (``log``), in which ``order`` (``"inspect"``: by epoch, then id; ``"case"``: by id, then epoch; ``"file"``: as
+    a ``.json`` holds them) and whether one was taken yet (``started``)."""
+
+    def __init__(self, log: InspectLog, order: str, resolve_events: bool, it: Iterator[Sample]):
+        self.log = log
+        self.order = order
+        self.resolve_events = resolve_events
+        self.started = False
+        self._it = it
+
+    def __iter__(self) -> SampleStream:
+        return self
+
+    def __next__(self) -> Sample:
+        self.started = True
+        return next(self._it)
+
+
 RESOLVE_EXTRA_DEPTH = 3  # resolving events_data: a call pool entry goes from depth 4 to 7 (events/n/call/request/key/n)
 
 
@@ -95,8 +123,39 @@ class InspectLog:
         self.sample_count = None
         self.from_journal = False
 
-    def samples(self, *, resolve_events: bool = True) -> Iterator[Sample]:  # pragma: no cover - abstract
+    def samples(self, *, resolve_events: bool = True, order: str = "inspect") -> SampleStream:
+        """The samples, one at a time: ``order="inspect"`` (a ``.eval``: Inspect's order, by epoch then id) or
+        ``"case"`` (a ``.eval``: by id, then epoch); a ``.json`` gives them in its own order whatever ``order``
+        says (the stream's ``order`` is then ``"file"``)."""
+        if order not in ("inspect", "case"):
+            raise ValueError(f"order is 'inspect' or 'case', not {order!r}")
+        return self._samples(resolve_events, order)
+
+    def _samples(self, resolve_events: bool, order: str) -> SampleStream:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def reductions(self) -> list | Any:
+        """The log's reductions as Inspect writes them (a list of ``{scorer, reducer, samples}``), whole; None when
+        the log has none."""
+        return None
+
+    def reduction_events(self) -> Iterator[tuple]:
+        """The reductions one reduced score at a time: ``("sample", i, j, value)`` for the ``j``-th element of the
+        ``i``-th reduction's ``samples`` list, then ``("end", i, rest)`` with that reduction without its ``samples``
+        list (or the element itself when it is not an object; ``samples`` kept when it is not a list). When the
+        reductions are not a list: one ``("value", value)``. Nothing when the log has none."""
+        value = self.reductions()
+        if value is None:
+            return
+        if not isinstance(value, list):
+            yield ("value", value)
+            return
+        for i, red in enumerate(value):
+            if isinstance(red, dict) and isinstance(red.get("samples"), list):
+                for j, rs in enumerate(red["samples"]):
+                    yield ("sample", i, j, rs)
+                red = {k: v for k, v in red.items() if k != "samples"}
+            yield ("end", i, red)
 
     def summaries(self) -> list[dict] | None:
         """The sample summaries a ``.eval`` keeps (``summaries.json``, else the journal's, the last row for an
@@ -110,28 +169,52 @@ class InspectLog:
 class _EvalLog(InspectLog):
     def __init__(self, path: Path):
         super().__init__(path, "eval")
-        self.archive = Archive(path, str(path))
-        latest: dict[str, Member] = {}
-        for m in self.archive.members:  # a name written twice: its last entry wins, as for Inspect's readers
-            latest[m.name] = m
-        self._members = latest
-        keyed: list[tuple[tuple[int, str], str]] = []
-        for name in latest:
-            if not name.startswith(SAMPLES_DIR) or not name.endswith(".json"):
-                continue
-            m = _SAMPLE_NAME.match(name)
-            if m is None:
-                raise self.archive.refuse(rules.LAYOUT, "a sample member not named samples/<id>_epoch_<n>.json",
-                                          name)
-            keyed.append((_sort_key(int(m.group("epoch")), m.group("id")), name))
-        keyed.sort()
-        self._sample_names = [name for _, name in keyed]
-        self.sample_count = len(self._sample_names)
+        # the members but samples by name (a name written twice: its last entry wins, as for Inspect's readers), and
+        # the sample members' directory indexes in both orders, sorted on disk (SQLite), so that memory holds 4
+        # bytes per sample member in each order, not its name
+        self._members: dict[str, int] = {}
+        db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
+        try:
+            for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -512", "temp_store = FILE"):
+                db.execute(f"PRAGMA {pragma}")
+            db.execute("CREATE TABLE s (name TEXT PRIMARY KEY, epoch TEXT, k TEXT, i INTEGER) WITHOUT ROWID")
+            rows: list[tuple[str, str, str, int]] = []
+
+            def on_member(i: int, name: str) -> None:  # the directory is read once, rows go to disk in batches
+                row = self._sample_row(i, name)
+                if row is not None:
+                    rows.append(row)
+                    if len(rows) >= 4096:
+                        db.executemany("INSERT OR REPLACE INTO s VALUES (?, ?, ?, ?)", rows)
+                        rows.clear()
+
+            db.execute("BEGIN")
+            self.archive = Archive(path, str(path), on_member=on_member)
+            db.executemany("INSERT OR REPLACE INTO s VALUES (?, ?, ?, ?)", rows)
+            db.execute("COMMIT")
+            self._by_epoch = array("L", (i for (i,) in db.execute("SELECT i FROM s ORDER BY epoch, k, name")))
+            self._by_case = array("L", (i for (i,) in db.execute("SELECT i FROM s ORDER BY k, epoch, name")))
+        finally:
+            db.close()
+        self.sample_count = len(self._by_epoch)
         with self.archive.open() as f:
             self.header = self._read_header(f)
 
+    def _sample_row(self, i: int, name: str) -> tuple[str, str, str, int] | None:
+        """``(name, epoch key, id key, directory index)`` of a sample member; another goes to ``_members``."""
+        if not name.startswith(SAMPLES_DIR) or not name.endswith(".json"):
+            self._members[name] = i
+            return None
+        found = _SAMPLE_NAME.match(name)
+        if found is None:
+            raise Refusal(rules.LAYOUT, "a sample member not named samples/<id>_epoch_<n>.json", f"{self.path}!{name}")
+        _, key = _sort_key(0, found.group("id"))
+        digits = found.group("epoch").lstrip("0") or "0"
+        return name, f"{len(digits):05d}{digits}", key, i  # the epoch's text sorts as its number
+
     def _json(self, f: BinaryIO, name: str) -> Any:
-        return jsontext.loads(self.archive.read(f, self._members[name]), f"{self.path}!{name}")
+        member = self.archive.member(f, self._members[name])
+        return jsontext.loads(self.archive.read(f, member), f"{self.path}!{name}")
 
     def _object(self, f: BinaryIO, name: str) -> dict:
         value = self._json(f, name)
@@ -165,15 +248,54 @@ class _EvalLog(InspectLog):
         else:
             raise self.archive.refuse(rules.LAYOUT, f"neither {HEADER_JSON} nor {START_JSON}: not an Inspect .eval "
                                                     "log")
-        if REDUCTIONS_JSON in self._members:
-            header["reductions"] = self._json(f, REDUCTIONS_JSON)
         return header
 
-    def samples(self, *, resolve_events: bool = True) -> Iterator[Sample]:
+    def reductions(self) -> Any:
+        if REDUCTIONS_JSON not in self._members:
+            return None
         with self.archive.open() as f:
-            for name in self._sample_names:
-                value, facts = jsontext.loads(self.archive.read(f, self._members[name]), f"{self.path}!{name}",
-                                              facts=True)
+            return self._json(f, REDUCTIONS_JSON)
+
+    def reduction_events(self) -> Iterator[tuple]:
+        """See :meth:`InspectLog.reduction_events`: ``reductions.json`` decompressed and parsed as a stream, one
+        reduced score at a time (the whole member is never in memory)."""
+        if REDUCTIONS_JSON not in self._members:
+            return
+        with self.archive.open() as f:
+            src = _ChunkReader(self.archive.stream(f, self.archive.member(f, self._members[REDUCTIONS_JSON])))
+            s = jsontext.JsonStream(src, f"{self.path}!{REDUCTIONS_JSON}")
+            if s.peek() != "[":
+                value = s.value()
+                if not s.at_end():
+                    raise s.refuse(rules.JSON, "not JSON: text after the value")
+                yield ("value", value)
+                return
+            s.expect("[", "'['")
+            if s.peek() == "]":
+                s.pos += 1
+            else:
+                i = 0
+                while True:
+                    if s.peek() != "{":
+                        yield ("end", i, s.value())
+                    else:
+                        yield from _reduction_events(s, i)
+                    i += 1
+                    if s.expect(",]", "',' or ']'") == "]":
+                        break
+            if not s.at_end():
+                raise s.refuse(rules.JSON, "not JSON: text after the value")
+
+    def _samples(self, resolve_events: bool, order: str) -> SampleStream:
+        indexes = self._by_epoch if order == "inspect" else self._by_case
+        return SampleStream(self, order, resolve_events, self._iter_samples(resolve_events, indexes))
+
+    def _iter_samples(self, resolve_events: bool, indexes: array) -> Iterator[Sample]:
+        with self.archive.open() as f:
+            for index in indexes:
+                member = self.archive.member(f, index)
+                name = member.name
+                value, facts = jsontext.loads(self.archive.read(f, member), f"{self.path}!{name}", facts=True)
                 if not isinstance(value, dict):
                     raise self.archive.refuse(rules.SAMPLES, "a sample that is not a JSON object", name)
                 sample = Sample(value, facts)
@@ -247,10 +369,17 @@ class _JsonLog(InspectLog):
                     break
         if not s.at_end():
             raise s.refuse(rules.JSON, "not JSON: text after the log's object")
+        self._reductions = header.pop("reductions", None)
         self.header = header
         self.sample_count = count
 
-    def samples(self, *, resolve_events: bool = True) -> Iterator[Sample]:
+    def reductions(self) -> Any:
+        return self._reductions
+
+    def _samples(self, resolve_events: bool, order: str) -> SampleStream:
+        return SampleStream(self, "file", resolve_events, self._iter_samples(resolve_events))
+
+    def _iter_samples(self, resolve_events: bool) -> Iterator[Sample]:
         if self._samples_at is None:
             return
         offset, line, column = self._samples_at
@@ -264,6 +393,62 @@ class _JsonLog(InspectLog):
                 if resolve_events:
                     sample = resolve_events_data(sample, str(self.path))
                 yield sample
+
+
+class _ChunkReader:
+    """A binary file-like ``read(n)`` over an iterator of byte chunks (a member decompressed as a stream)."""
+
+    def __init__(self, chunks: Iterator[bytes]):
+        self._chunks = chunks
+        self._buf = b""
+
+    def read(self, n: int = -1) -> bytes:
+        while n < 0 or len(self._buf) < n:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            self._buf += chunk
+        if n < 0:
+            out, self._buf = self._buf, b""
+        else:
+            out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+
+def _reduction_events(s: jsontext.JsonStream, i: int) -> Iterator[tuple]:
+    """The events of the reduction object at the current position of ``s`` (see :meth:`InspectLog.reduction_events`):
+    its ``samples`` list read one element at a time, its other members kept."""
+    s.expect("{", "'{'")
+    rest: dict = {}
+    seen: set[str] = set()
+    if s.peek() == "}":
+        s.pos += 1
+    else:
+        while True:
+            if s.peek() != '"':
+                raise s.refuse(rules.JSON, "not JSON: expected a member name")
+            key_at = s.pos
+            key = s.value()
+            s.expect(":", "':'")
+            if key in seen:
+                raise s.refuse(rules.JSON, f"the member name {key!r} appears twice in one object (I-JSON)", key_at)
+            seen.add(key)
+            if key == "samples" and s.peek() == "[":
+                s.expect("[", "'['")
+                if s.peek() == "]":
+                    s.pos += 1
+                else:
+                    j = 0
+                    while True:
+                        yield ("sample", i, j, s.value())
+                        j += 1
+                        if s.expect(",]", "',' or ']'") == "]":
+                            break
+            else:
+                rest[key] = s.value()
+            if s.expect(",}", "',' or '}'") == "}":
+                break
+    yield ("end", i, rest)
 
 
 def _elements(s: jsontext.JsonStream) -> Iterator[dict]:

@@ -26,8 +26,12 @@ backslash, a NUL; a member whose mode bits (``external_attr``) make it a symboli
 socket (or a Windows reparse point). Refused as unsupported (``IN-FMT-5``): a method other than 0 (stored),
 8 (DEFLATE) and 93 (zstd); an encrypted member. Anything else malformed is ``IN-FMT-2``.
 
-Memory: the directory keeps one small record per member; reading a member keeps one chunk of compressed and one
-of decompressed bytes (plus the zstd window, which ``zstandard`` bounds to :data:`MAX_WINDOW`).
+Memory: the directory is read in chunks of :data:`CD_CHUNK` bytes and checked whole when the archive is opened;
+then only two integers per member are kept (where its entry is in the directory, and the first byte its data may
+not reach), in arrays: 16 bytes a member. A member's record (:class:`Member`) is read again from
+the directory when it is asked for (:meth:`Archive.member`, :meth:`Archive.entries`; :attr:`Archive.members` builds
+the whole list, for small archives). Reading a member keeps one chunk of compressed and one of decompressed bytes
+(plus the zstd window, which ``zstandard`` bounds to :data:`MAX_WINDOW`).
 """
 
 from __future__ import annotations
@@ -36,8 +40,9 @@ import os
 import re
 import struct
 import zlib
+from array import array
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 import zstandard
 
@@ -52,6 +57,7 @@ MAX_RATIO = 200
 RATIO_FLOOR = 1 * MIB
 MAX_WINDOW = 1 << 27  # zstd's own default limit for a decoder (128 MiB)
 CHUNK = 64 * 1024
+CD_CHUNK = 1 * MIB  # the central directory is read in chunks of this size
 
 STORED, DEFLATED, ZSTD = 0, 8, 93
 METHODS = {STORED: "stored", DEFLATED: "DEFLATE", ZSTD: "zstd"}
@@ -125,22 +131,56 @@ def _unsafe_type(create_system: int, external_attr: int) -> str | None:
 
 
 class Archive:
-    """A checked ZIP archive: :attr:`members` in central-directory order; :meth:`stream` reads one of them."""
+    """A checked ZIP archive: its :attr:`count` members in central-directory order, each read again from the
+    directory when asked for (:meth:`member`, :meth:`entries`, :attr:`members`); :meth:`stream` reads one."""
 
-    def __init__(self, path: str | os.PathLike, where: str | None = None):
+    def __init__(self, path: str | os.PathLike, where: str | None = None, *,
+                 on_member: Callable[[int, str], None] | None = None):
+        """``on_member(index, name)``, when given, is called for each member as the directory is read and checked
+        (a refusal raised by it stops the reading), so a caller needing every name reads the directory once."""
         self.path = os.fspath(path)
         self.where = where if where is not None else self.path
         with open(self.path, "rb") as f:
             st = os.fstat(f.fileno())
             self.identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-            self.members, self.directory_offset = self._read_directory(f, st.st_size)
+            self._read_directory(f, st.st_size, on_member)
+
+    @property
+    def count(self) -> int:
+        return len(self._entry_at)
+
+    @property
+    def members(self) -> list[Member]:
+        """Every member, in directory order (a list: for small archives and tests; see :meth:`entries`)."""
+        with self.open() as f:
+            return [m for _, m in self.entries(f)]
+
+    def member(self, f: BinaryIO, index: int) -> Member:
+        """The ``index``-th member of the directory, read again from it (``f``: :meth:`open`'s file)."""
+        at = self.directory_offset + self._entry_at[index]
+        f.seek(at)
+        head = f.read(_CENTRAL.size)
+        if len(head) != _CENTRAL.size:
+            raise self.refuse(rules.DAMAGED, "the central directory is cut short")
+        lens = _CENTRAL.unpack(head)
+        rest = f.read(lens[11] + lens[12] + lens[13])
+        (m, _), _ = self._entry(head + rest, 0, len(head) + len(rest))
+        m.limit = self._limit[index]
+        return m
+
+    def entries(self, f: BinaryIO) -> Iterator[tuple[int, Member]]:
+        """``(index, member)`` for every member in directory order, the directory read in chunks (``f``:
+        :meth:`open`'s file; not used for anything else until the iteration ends)."""
+        for i, (m, _, _) in enumerate(self._scan(f)):
+            m.limit = self._limit[i]
+            yield i, m
 
     def refuse(self, rule: str, message: str, member: str | None = None) -> Refusal:
         return Refusal(rule, message, f"{self.where}!{member}" if member else self.where)
 
     # -- the directory ------------------------------------------------------------------------------------------
 
-    def _read_directory(self, f: BinaryIO, size: int) -> tuple[list[Member], int]:
+    def _read_directory(self, f: BinaryIO, size: int, on_member: Callable[[int, str], None] | None = None) -> None:
         damaged = rules.DAMAGED
         if size < _EOCD.size:
             raise self.refuse(damaged, "too short to be a ZIP archive")
@@ -187,58 +227,118 @@ class Archive:
                                            f"of {MAX_DIRECTORY // MIB} MiB")
         if cd_offset + cd_size > end:
             raise self.refuse(damaged, "the central directory runs past its end record")
-        f.seek(cd_offset)
-        cd = f.read(cd_size)
-        if len(cd) != cd_size:
-            raise self.refuse(damaged, "the central directory is cut short")
-
-        members: list[Member] = []
-        spans: list[tuple[int, int, int]] = []  # (offset, minimal end, index)
-        pos = 0
-        for _ in range(n_total):
-            if pos + _CENTRAL.size > cd_size or cd[pos:pos + 4] != CENTRAL_SIG:
-                raise self.refuse(damaged, "a central directory entry is malformed")
-            (_, _create_version, create_system, _extract, flags, method, _time, _date, crc, csize, usize, name_len,
-             extra_len, comment_len, disk_start, _int_attr, ext_attr, offset) = _CENTRAL.unpack_from(cd, pos)
-            pos += _CENTRAL.size
-            if pos + name_len + extra_len + comment_len > cd_size:
-                raise self.refuse(damaged, "a central directory entry runs past the directory")
-            raw_name = cd[pos:pos + name_len]
-            extra = cd[pos + name_len:pos + name_len + extra_len]
-            pos += name_len + extra_len + comment_len
-            try:
-                name = raw_name.decode("utf-8") if flags & _FLAG_UTF8 else raw_name.decode("cp437")
-            except UnicodeDecodeError:
-                raise self.refuse(damaged, "a member name that is not UTF-8 though its flag says so") from None
-            if usize == 0xFFFFFFFF or csize == 0xFFFFFFFF or offset == 0xFFFFFFFF or disk_start == 0xFFFF:
-                usize, csize, offset, disk_start = self._zip64_extra(extra, usize, csize, offset, disk_start, name)
-            if disk_start != 0:
-                raise self.refuse(damaged, "a member on another disk", name)
-            why = unsafe_name(name)
-            if why:
-                raise self.refuse(rules.UNSAFE, why, name)
-            why = _unsafe_type(create_system, ext_attr)
-            if why:
-                raise self.refuse(rules.UNSAFE, f"a member that is {why}", name)
-            if flags & (_FLAG_ENCRYPTED | _FLAG_STRONG_ENCRYPTION | _FLAG_MASKED_HEADERS):
-                raise self.refuse(rules.UNSUPPORTED, "an encrypted member", name)
-            if method not in METHODS:
-                raise self.refuse(rules.UNSUPPORTED, f"compression method {method}: the reader knows 0 (stored), "
-                                                     "8 (DEFLATE) and 93 (zstd)", name)
-            if method == STORED and usize != csize:
-                raise self.refuse(damaged, "a stored member whose sizes differ", name)
-            spans.append((offset, offset + _LOCAL.size + name_len + csize, len(members)))
-            members.append(Member(name, offset, csize, usize, method, crc, flags))
-        if pos != cd_size:
-            raise self.refuse(damaged, "the central directory holds more than its entries")
-        spans.sort()
-        for i, (offset, min_end, index) in enumerate(spans):
-            nxt = spans[i + 1][0] if i + 1 < len(spans) else cd_offset
-            if min_end > nxt:
+        self.directory_offset = cd_offset
+        self._cd_size = cd_size
+        self._n_total = n_total
+        entry_at = array("Q")  # where each entry is in the directory
+        starts = array("Q")  # where each member's local header is
+        ends = array("Q")  # the least end of each member's data
+        for m, at, min_end in self._scan(f):
+            if on_member is not None:
+                on_member(len(starts), m.name)
+            entry_at.append(at)
+            starts.append(m.offset)
+            ends.append(min_end)
+        n = len(starts)
+        limit = array("Q", bytes(8 * n))
+        # no two members' data overlap: each member's data end before the next member (by offset) starts
+        in_order = all(starts[i] <= starts[i + 1] for i in range(n - 1))
+        order: Any = range(n) if in_order else sorted(range(n), key=starts.__getitem__)
+        prev = -1
+        for k in order:
+            if prev >= 0:
+                if ends[prev] > starts[k]:
+                    raise self.refuse(damaged, "members whose data overlap (or run into the directory)",
+                                      self._name_at(f, prev))
+                limit[prev] = starts[k]
+            prev = k
+        if prev >= 0:
+            if ends[prev] > cd_offset:
                 raise self.refuse(damaged, "members whose data overlap (or run into the directory)",
-                                  members[index].name)
-            members[index].limit = nxt
-        return members, cd_offset
+                                  self._name_at(f, prev))
+            limit[prev] = cd_offset
+        self._entry_at = entry_at
+        self._limit = limit
+
+    def _name_at(self, f: BinaryIO, index: int) -> str:
+        for i, (m, _, _) in enumerate(self._scan(f)):
+            if i == index:
+                return m.name
+        return ""  # pragma: no cover - the index is one of the directory's
+
+    def _scan(self, f: BinaryIO) -> Iterator[tuple[Member, int, int]]:
+        """Every entry of the central directory, checked, read in chunks of :data:`CD_CHUNK` bytes: ``(member
+        (without its limit), where its entry is in the directory, the least end of its data)``."""
+        damaged = rules.DAMAGED
+        cd_size = self._cd_size
+        buf = b""
+        base = 0  # the directory position of buf[0]
+        pos = 0  # in buf
+        taken = 0  # bytes of the directory read so far
+
+        for _ in range(self._n_total):
+            # at least the fixed part, then the whole entry, in the buffer
+            for need in (_CENTRAL.size, None):
+                if need is None:
+                    if buf[pos:pos + 4] != CENTRAL_SIG:
+                        raise self.refuse(damaged, "a central directory entry is malformed")
+                    lens = _CENTRAL.unpack_from(buf, pos)
+                    need = _CENTRAL.size + lens[11] + lens[12] + lens[13]
+                    if base + pos + need > cd_size:
+                        raise self.refuse(damaged, "a central directory entry runs past the directory")
+                if base + pos + need > cd_size:
+                    raise self.refuse(damaged, "a central directory entry is malformed")
+                while len(buf) - pos < need:
+                    want = min(max(CD_CHUNK, need), cd_size - taken)
+                    f.seek(self.directory_offset + taken)
+                    chunk = f.read(want)
+                    if len(chunk) != want or want == 0:
+                        raise self.refuse(damaged, "the central directory is cut short")
+                    taken += len(chunk)
+                    buf = buf[pos:] + chunk
+                    base += pos
+                    pos = 0
+            m, end = self._entry(buf, pos, len(buf))
+            yield m[0], base + pos, m[1]
+            pos = end
+        if base + pos != cd_size:
+            raise self.refuse(damaged, "the central directory holds more than its entries")
+
+    def _entry(self, cd: bytes, pos: int, cd_size: int) -> tuple[Any, int]:
+        """The entry at ``cd[pos:]``, checked: ``((member, least end of its data), position after it)``."""
+        damaged = rules.DAMAGED
+        if pos + _CENTRAL.size > cd_size or cd[pos:pos + 4] != CENTRAL_SIG:
+            raise self.refuse(damaged, "a central directory entry is malformed")
+        (_, _create_version, create_system, _extract, flags, method, _time, _date, crc, csize, usize, name_len,
+         extra_len, comment_len, disk_start, _int_attr, ext_attr, offset) = _CENTRAL.unpack_from(cd, pos)
+        pos += _CENTRAL.size
+        if pos + name_len + extra_len + comment_len > cd_size:
+            raise self.refuse(damaged, "a central directory entry runs past the directory")
+        raw_name = cd[pos:pos + name_len]
+        extra = cd[pos + name_len:pos + name_len + extra_len]
+        pos += name_len + extra_len + comment_len
+        try:
+            name = raw_name.decode("utf-8") if flags & _FLAG_UTF8 else raw_name.decode("cp437")
+        except UnicodeDecodeError:
+            raise self.refuse(damaged, "a member name that is not UTF-8 though its flag says so") from None
+        if usize == 0xFFFFFFFF or csize == 0xFFFFFFFF or offset == 0xFFFFFFFF or disk_start == 0xFFFF:
+            usize, csize, offset, disk_start = self._zip64_extra(extra, usize, csize, offset, disk_start, name)
+        if disk_start != 0:
+            raise self.refuse(damaged, "a member on another disk", name)
+        why = unsafe_name(name)
+        if why:
+            raise self.refuse(rules.UNSAFE, why, name)
+        why = _unsafe_type(create_system, ext_attr)
+        if why:
+            raise self.refuse(rules.UNSAFE, f"a member that is {why}", name)
+        if flags & (_FLAG_ENCRYPTED | _FLAG_STRONG_ENCRYPTION | _FLAG_MASKED_HEADERS):
+            raise self.refuse(rules.UNSUPPORTED, "an encrypted member", name)
+        if method not in METHODS:
+            raise self.refuse(rules.UNSUPPORTED, f"compression method {method}: the reader knows 0 (stored), "
+                                                 "8 (DEFLATE) and 93 (zstd)", name)
+        if method == STORED and usize != csize:
+            raise self.refuse(damaged, "a stored member whose sizes differ", name)
+        return (Member(name, offset, csize, usize, method, crc, flags), offset + _LOCAL.size + name_len + csize), pos
 
     def _zip64_extra(self, extra: bytes, usize: int, csize: int, offset: int, disk: int,
                      name: str) -> tuple[int, int, int, int]:
