@@ -1250,7 +1250,7 @@ def _check_batch(batch: list) -> list:
     return [_check_line(ctx, raw) if raw is not None else "limit" for raw in batch]
 
 
-_RANGE = 8 * 1024 * 1024
+_RANGE = 2 * 1024 * 1024  # a worker holds one range, its lines and their records: 2 MiB keeps that small (8 MiB: +85 MB PSS at 1M lines, no faster)
 
 
 def _ranges(f, size: int, target: int | None = None) -> list[tuple[int, int]]:
