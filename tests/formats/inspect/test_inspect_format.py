@@ -1105,3 +1105,20 @@ def test_the_module_does_not_import_inspect_ai():
             "assert 'inspect_ai' not in sys.modules, 'inspect_ai imported'; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("where", ["reduction", "reduction sample"])
+def test_a_member_name_twice_in_reductions_is_refused_while_streaming(tmp_path, where):
+    """reductions.json is walked member by member (JsonStream.members): a name twice is refused (IN-6, I-JSON),
+    and the reductions around it still read as they were."""
+    members = zip_members(INSPECT_SAMPLES / "epochs_mean.eval")
+    data = dict(members)["reductions.json"].decode()
+    if where == "reduction":
+        bad = data.replace('"scorer"', '"scorer": "x", "scorer"', 1)
+    else:
+        bad = data.replace('"sample_id"', '"sample_id": "x", "sample_id"', 1)
+    assert bad != data
+    path = write_zip(tmp_path / "dup.eval", [(n, bad.encode() if n == "reductions.json" else d) for n, d in members])
+    log = open_log(path)
+    r = refused(lambda: list(log.reduction_events()), "IN-6")
+    assert "appears twice" in r.message

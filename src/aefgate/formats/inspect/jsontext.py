@@ -297,6 +297,40 @@ class JsonStream:
     def at_end(self) -> bool:
         return self.peek() == ""
 
+    def elements(self) -> Iterator[int]:
+        """Walk the array at the current position: yields once per element, with the position where it starts;
+        the caller reads the element (:meth:`value`, or a walk of its own) before asking for the next."""
+        self.expect("[", "'['")
+        if self.peek() == "]":
+            self.pos += 1
+            return
+        while True:
+            self.skip_ws()
+            yield self.pos
+            if self.expect(",]", "',' or ']'") == "]":
+                return
+
+    def members(self, what: str = "'{'") -> Iterator[str]:
+        """Walk the object at the current position: yields each member name, the caller reading its value before
+        asking for the next; a name that appears twice is refused (I-JSON)."""
+        self.expect("{", what)
+        if self.peek() == "}":
+            self.pos += 1
+            return
+        seen: set[str] = set()
+        while True:
+            if self.peek() != '"':
+                raise self.refuse(RULE_JSON, "not JSON: expected a member name")
+            at = self.pos
+            key = self.value()
+            self.expect(":", "':'")
+            if key in seen:
+                raise self.refuse(RULE_JSON, f"the member name {key!r} appears twice in one object (I-JSON)", at)
+            seen.add(key)
+            yield key
+            if self.expect(",}", "',' or '}'") == "}":
+                return
+
     def value(self, *, facts: bool = False) -> Any:
         """Parse the JSON value at the current position (after white space); with ``facts``, return
         ``(value, TextFacts)``."""

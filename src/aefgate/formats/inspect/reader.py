@@ -270,19 +270,11 @@ class _EvalLog(InspectLog):
                     raise s.refuse(rules.JSON, "not JSON: text after the value")
                 yield ("value", value)
                 return
-            s.expect("[", "'['")
-            if s.peek() == "]":
-                s.pos += 1
-            else:
-                i = 0
-                while True:
-                    if s.peek() != "{":
-                        yield ("end", i, s.value())
-                    else:
-                        yield from _reduction_events(s, i)
-                    i += 1
-                    if s.expect(",]", "',' or ']'") == "]":
-                        break
+            for i, _ in enumerate(s.elements()):
+                if s.peek() != "{":
+                    yield ("end", i, s.value())
+                else:
+                    yield from _reduction_events(s, i)
             if not s.at_end():
                 raise s.refuse(rules.JSON, "not JSON: text after the value")
 
@@ -334,39 +326,21 @@ class _JsonLog(InspectLog):
 
     def _scan(self, f: BinaryIO) -> None:
         s = jsontext.JsonStream(f, str(self.path), track_bytes=True)
-        s.expect("{", "the log's object")
         header: dict = {}
-        seen_samples = False
         count = 0
-        if s.peek() == "}":
-            s.pos += 1
-        else:
-            while True:
-                if s.peek() != '"':
-                    raise s.refuse(rules.JSON, "not JSON: expected a member name")
-                key_at = s.pos
-                key = s.value()
-                s.expect(":", "':'")
-                if key in header or (key == "samples" and seen_samples):
-                    raise s.refuse(rules.JSON, f"the member name {key!r} appears twice in one object (I-JSON)",
-                                   key_at)
-                if key == "samples":
-                    seen_samples = True
-                    c = s.peek()
-                    if c == "[":
-                        self._samples_at = (s.byte_offset(s.pos), *s.location(s.pos))
-                        s.stop_tracking_bytes()
-                        for _ in _elements(s):
-                            count += 1
-                    else:
-                        at = s.pos
-                        value = s.value()
-                        if value is not None:
-                            raise s.refuse(rules.SAMPLES, "samples is not a list", at)
+        for key in s.members("the log's object"):
+            if key == "samples":
+                if s.peek() == "[":
+                    self._samples_at = (s.byte_offset(s.pos), *s.location(s.pos))
+                    s.stop_tracking_bytes()
+                    for _ in _elements(s):
+                        count += 1
                 else:
-                    header[key] = s.value()
-                if s.expect(",}", "',' or '}'") == "}":
-                    break
+                    at = s.pos
+                    if s.value() is not None:
+                        raise s.refuse(rules.SAMPLES, "samples is not a list", at)
+            else:
+                header[key] = s.value()
         if not s.at_end():
             raise s.refuse(rules.JSON, "not JSON: text after the log's object")
         self._reductions = header.pop("reductions", None)
@@ -418,54 +392,23 @@ class _ChunkReader:
 def _reduction_events(s: jsontext.JsonStream, i: int) -> Iterator[tuple]:
     """The events of the reduction object at the current position of ``s`` (see :meth:`InspectLog.reduction_events`):
     its ``samples`` list read one element at a time, its other members kept."""
-    s.expect("{", "'{'")
     rest: dict = {}
-    seen: set[str] = set()
-    if s.peek() == "}":
-        s.pos += 1
-    else:
-        while True:
-            if s.peek() != '"':
-                raise s.refuse(rules.JSON, "not JSON: expected a member name")
-            key_at = s.pos
-            key = s.value()
-            s.expect(":", "':'")
-            if key in seen:
-                raise s.refuse(rules.JSON, f"the member name {key!r} appears twice in one object (I-JSON)", key_at)
-            seen.add(key)
-            if key == "samples" and s.peek() == "[":
-                s.expect("[", "'['")
-                if s.peek() == "]":
-                    s.pos += 1
-                else:
-                    j = 0
-                    while True:
-                        yield ("sample", i, j, s.value())
-                        j += 1
-                        if s.expect(",]", "',' or ']'") == "]":
-                            break
-            else:
-                rest[key] = s.value()
-            if s.expect(",}", "',' or '}'") == "}":
-                break
+    for key in s.members():
+        if key == "samples" and s.peek() == "[":
+            for j, _ in enumerate(s.elements()):
+                yield ("sample", i, j, s.value())
+        else:
+            rest[key] = s.value()
     yield ("end", i, rest)
 
 
 def _elements(s: jsontext.JsonStream) -> Iterator[dict]:
     """The samples of the array at the current position of ``s``, each checked to be an object."""
-    s.expect("[", "'['")
-    if s.peek() == "]":
-        s.pos += 1
-        return
-    while True:
-        s.skip_ws()
-        at = s.pos
+    for at in s.elements():
         value, facts = s.value(facts=True)
         if not isinstance(value, dict):
             raise s.refuse(rules.SAMPLES, "a sample that is not a JSON object", at)
         yield Sample(value, facts)
-        if s.expect(",]", "',' or ']'") == "]":
-            return
 
 
 def _expand(refs: Any, pool: list, where: str) -> list:
