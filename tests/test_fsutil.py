@@ -66,3 +66,25 @@ def test_replace_and_atomic_write_replace(tmp_path: Path) -> None:
     assert out.read_bytes() == b"new\n"
     atomic_write(out, b"newer")
     assert out.read_bytes() == b"newer" and _leftovers(tmp_path) == []
+
+
+def test_write_lines_gathers_writes_appends_parts_and_counts_bytes_items(tmp_path):
+    """The one buffered line writer (atomic_lines, publish to stdout, the spool's compaction use it)."""
+    import io
+
+    from aefgate.fsutil import write_lines
+
+    part = tmp_path / "part"
+    part.write_bytes(b"p1\np2\n")
+    writes: list[int] = []
+
+    class Counting(io.BytesIO):
+        def write(self, b):
+            writes.append(len(b))
+            return super().write(b)
+
+    out = Counting()
+    n = write_lines(out, [b"a\n", b"bb\n", part, b"c\n" * 3], chunk=4)
+    assert out.getvalue() == b"a\nbb\np1\np2\nc\nc\nc\n"
+    assert n == 3 and not part.exists()
+    assert max(writes) <= 6  # gathered up to the chunk, never the whole stream at once

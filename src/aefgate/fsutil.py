@@ -110,22 +110,7 @@ def atomic_lines(path: str | Path, lines: Iterable[bytes | Path], *, durable: bo
     n = 0
     try:
         with open(tmp, "xb") as f:
-            buf: list[bytes] = []
-            size = 0
-            for item in lines:
-                if isinstance(item, Path):
-                    f.write(b"".join(buf))
-                    buf, size = [], 0
-                    f.flush()
-                    _append_file(f, item)
-                    continue
-                buf.append(item)
-                size += len(item)
-                n += 1
-                if size >= _FLUSH:
-                    f.write(b"".join(buf))
-                    buf, size = [], 0
-            f.write(b"".join(buf))
+            n = write_lines(f, lines)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())
@@ -144,6 +129,31 @@ def atomic_lines(path: str | Path, lines: Iterable[bytes | Path], *, durable: bo
         close = getattr(lines, "close", None)
         if close is not None:
             close()
+    return n
+
+
+def write_lines(f: BinaryIO, lines: Iterable[bytes | Path], chunk: int = _FLUSH) -> int:
+    """Write ``lines`` to the open binary file ``f``, gathered into writes of about ``chunk`` bytes, and flush it;
+    return how many bytes items were written. A :class:`Path` item is a file appended whole, then removed
+    (see :func:`atomic_lines`)."""
+    n = 0
+    buf: list[bytes] = []
+    size = 0
+    for item in lines:
+        if isinstance(item, Path):
+            f.write(b"".join(buf))
+            buf, size = [], 0
+            f.flush()
+            _append_file(f, item)
+            continue
+        buf.append(item)
+        size += len(item)
+        n += 1
+        if size >= chunk:
+            f.write(b"".join(buf))
+            buf, size = [], 0
+    f.write(b"".join(buf))
+    f.flush()
     return n
 
 

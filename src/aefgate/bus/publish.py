@@ -30,7 +30,7 @@ from aefgate.bus.retry import Policy
 from aefgate.bus.sinks import ACKED, DUPLICATE, FAILED, UNSENT, Item
 from aefgate.bus.spool import Spool
 from aefgate.errors import Refusal
-from aefgate.fsutil import atomic_lines
+from aefgate.fsutil import atomic_lines, write_lines
 
 CHUNK = 256  # events sent before the client may write and the spool's acknowledgements are synced
 SPOOL_GROUP = 8  # chunks appended to the spool with one fsync at most (those that arrived during the last one)
@@ -407,22 +407,6 @@ def _spool_meta(dest: Destination, opts: dict, run: str | None, max_capture: str
 # -- file and stdout --------------------------------------------------------------------------------------------------
 
 
-def _write_stream(out: BinaryIO, lines: Iterable[bytes]) -> int:
-    n = 0
-    buf: list[bytes] = []
-    size = 0
-    for line in lines:
-        buf.append(line)
-        size += len(line)
-        n += 1
-        if size >= 1 << 16:
-            out.write(b"".join(buf))
-            buf, size = [], 0
-    out.write(b"".join(buf))
-    out.flush()
-    return n
-
-
 # -- the API ----------------------------------------------------------------------------------------------------------
 
 
@@ -458,7 +442,7 @@ def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudeve
         if dest.kind == "file":
             n = atomic_lines(dest.path, lines)
         else:
-            n = _write_stream(stdout if stdout is not None else sys.stdout.buffer, lines)
+            n = write_lines(stdout if stdout is not None else sys.stdout.buffer, lines, 1 << 16)
         report.total = report.published = report.acked = n
         report.seconds = time.perf_counter() - t0
         return report

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from aefgate.errors import Refusal
-from aefgate.fsutil import atomic_write, check_destination, fsync_dir
+from aefgate.fsutil import atomic_write, check_destination, fsync_dir, write_lines
 
 SPOOL_KIND = "aefgate-publish"
 SPOOL_VERSION = 1
@@ -224,20 +224,9 @@ class Spool:
                 return self.pending_count()
             g = self.generation
             new = g + 1
-            n = 0
             tmp = self._events_path(new)
             with open(tmp, "wb") as out:
-                buf: list[bytes] = []
-                size = 0
-                for _i, raw in self.pending():
-                    buf.append(raw)
-                    size += len(raw)
-                    n += 1
-                    if size >= 1 << 20:
-                        out.write(b"".join(buf))
-                        buf, size = [], 0
-                out.write(b"".join(buf))
-                out.flush()
+                n = write_lines(out, (raw for _i, raw in self.pending()))
                 os.fsync(out.fileno())
             with open(self._acked_path(new), "wb") as f:
                 os.fsync(f.fileno())
