@@ -43,6 +43,8 @@ sys.path.insert(0, str(HERE))
 
 from make_runs import make_run  # noqa: E402
 
+from aefgate.fsutil import count_lines  # noqa: E402
+
 
 def measure(cmd: list[str], *, setup=None, repeat: int = 3) -> tuple[float, float]:
     """(best wall seconds, peak RSS in MB of that process) over ``repeat`` runs."""
@@ -128,28 +130,30 @@ def memory_table(a, aefgate: list[str]) -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     for label, run in runs:
         files = [p for p in run.rglob("*") if p.is_file()]
-        lines = 0
-        with open(run / "results.ndjson", "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                lines += chunk.count(b"\n")
+        lines = count_lines(run / "results.ndjson")
         cells = []
         for op in ("verify", "seal"):
-            copy = a.work / "seal-copy"
-
-            def fresh():
-                shutil.rmtree(copy, ignore_errors=True)
-                shutil.copytree(run, copy, ignore=shutil.ignore_patterns("seal.json", "attestation.dsse.json"))
-
-            if op == "verify":
-                cmd, setup = [*aefgate, "verify", str(run), "--json"], None
-            else:
-                cmd, setup = [*aefgate, "seal", str(copy)], fresh
+            cmd, setup, copy = _command(op, run, a.work, aefgate)
             mt, mr = measure_tree(cmd, setup=setup, repeat=a.repeat, env=IN_MEMORY)
             bt, br = measure_tree(cmd, setup=setup, repeat=a.repeat)
             cells += [f"{mt:.2f} s, {mr:.0f} MB", f"{bt:.2f} s, {br:.0f} MB", f"{bt / mt:.2f}, {br / mr:.2f}"]
             shutil.rmtree(copy, ignore_errors=True)
         print(f"| {label} | {lines:,} | {len(files):,} | " + " | ".join(cells) + " |", flush=True)
     return 0
+
+
+def _command(op: str, run: Path, work: Path, aefgate: list[str]):
+    """``(command, setup before each repeat, the copy it seals)`` for ``verify`` of ``run`` or ``seal`` of an unsealed
+    copy of it (made fresh by the setup)."""
+    copy = work / "seal-copy"
+
+    def fresh():
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(run, copy, ignore=shutil.ignore_patterns("seal.json", "attestation.dsse.json"))
+
+    if op == "verify":
+        return [*aefgate, "verify", str(run), "--json"], None, copy
+    return [*aefgate, "seal", str(copy)], fresh, copy
 
 
 def files_table(a, aefgate: list[str]) -> int:
@@ -160,22 +164,10 @@ def files_table(a, aefgate: list[str]) -> int:
     first = None
     for run in runs:
         nfiles = sum(1 for p in run.rglob("*") if p.is_file())
-        lines = 0
-        with open(run / "results.ndjson", "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                lines += chunk.count(b"\n")
+        lines = count_lines(run / "results.ndjson")
         figures = []
         for op, env in cols:
-            copy = a.work / "seal-copy"
-
-            def fresh():
-                shutil.rmtree(copy, ignore_errors=True)
-                shutil.copytree(run, copy, ignore=shutil.ignore_patterns("seal.json", "attestation.dsse.json"))
-
-            if op == "verify":
-                cmd, setup = [*aefgate, "verify", str(run), "--json"], None
-            else:
-                cmd, setup = [*aefgate, "seal", str(copy)], fresh
+            cmd, setup, copy = _command(op, run, a.work, aefgate)
             figures.append(measure_tree(cmd, setup=setup, repeat=a.repeat, env=env))
             shutil.rmtree(copy, ignore_errors=True)
         if first is None:
