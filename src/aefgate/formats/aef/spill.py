@@ -198,11 +198,7 @@ class SpillIndex:
 
     def _spill(self) -> None:
         if self._db is None:
-            import sqlite3
-
-            db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
-            for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -512", "temp_store = FILE"):
-                db.execute(f"PRAGMA {pragma}")
+            db = SpillDb(cache_kib=512)
             db.execute("CREATE TABLE t (k BLOB PRIMARY KEY, v) WITHOUT ROWID")
             self._db = db
             self._bloom = bytearray((self._mask + 1) // 8)
@@ -211,10 +207,8 @@ class SpillIndex:
         for k in self._hot:
             for b in self._bits(k):
                 bloom[b >> 3] |= 1 << (b & 7)
-        self._db.execute("BEGIN")
         # in key order: each page of the table's B-tree is visited once per spill, not once per key
         self._db.executemany("INSERT OR REPLACE INTO t VALUES (?, ?)", sorted(self._hot.items()))
-        self._db.execute("COMMIT")
         self._hot = {}
 
     def close(self) -> None:
