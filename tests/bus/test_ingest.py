@@ -423,3 +423,15 @@ def test_nats_server_restart_mid_session(nats_server, tmp_path, session_a) -> No
     serve.stop()
     assert runs(out) == [name]
     assert results(out / name) == results(reference(session_a, tmp_path))
+
+
+def test_sigterm_stops_a_service_still_waiting_for_its_nats_server(tmp_path) -> None:
+    """nats-py keeps retrying a server that is down, also the first time: SIGTERM must still end the service
+    cleanly (exit 0, its counters as one JSON value, nothing written)."""
+    out = tmp_path / "out"
+    s = Serve(out, f"nats://127.0.0.1:{free_port()}/aef.results", "--durable", "gw")
+    wait_for(lambda: "ConnectionRefusedError" in s.text(), what="a failed connection attempt")
+    stats = s.stop(timeout=30)
+    assert stats["received"] == 0 and stats["runs"] == 0
+    assert "stopped before connecting" in s.text()
+    assert runs(out) == []

@@ -22,6 +22,7 @@ The design is in docs/design/ingest.md. In short:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import base64
 import errno
 import fcntl
@@ -843,9 +844,21 @@ class _Service:
             last_error[0] = ""
             _log("nats: reconnected")
 
-        nc = await nats.connect(server, max_reconnect_attempts=-1, reconnect_time_wait=0.5,
-                                allow_reconnect=True, name=f"aefgate-ingest-{os.getpid()}",
-                                error_cb=on_error, reconnected_cb=on_reconnect)
+        # nats-py keeps trying a server that is down (max_reconnect_attempts=-1), also for the first connection:
+        # SIGTERM/SIGINT must still stop the service while it waits (nothing was taken, nothing to seal)
+        connecting = asyncio.ensure_future(nats.connect(
+            server, max_reconnect_attempts=-1, reconnect_time_wait=0.5, allow_reconnect=True,
+            name=f"aefgate-ingest-{os.getpid()}", error_cb=on_error, reconnected_cb=on_reconnect))
+        stopping = asyncio.ensure_future(self.stop.wait())
+        await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not connecting.done():
+            connecting.cancel()
+            with contextlib.suppress(BaseException):
+                await connecting
+            _log(f"stopped before connecting to {server}")
+            return
+        nc = connecting.result()
         try:
             self.dead.nc = nc
             js = nc.jetstream()
