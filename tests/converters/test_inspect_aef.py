@@ -362,6 +362,27 @@ def test_an_import_whose_run_does_not_verify_is_refused_in11(tmp_path: Path) -> 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_import_verifies_in_one_process(tmp_path: Path, monkeypatch) -> None:
+    """The verification before the seal checks every line in the importing process (docs/design/bounded-memory.md:
+    its memory does not grow with the run), where `aefgate verify` of the same run would use worker processes."""
+    from aefgate.formats.aef import verifier
+
+    monkeypatch.delenv("AEFGATE_WORKERS", raising=False)
+    monkeypatch.setattr(verifier, "_PARALLEL_FROM", 0)  # any results.ndjson would be checked in workers
+    monkeypatch.setattr(verifier.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
+    pools = []
+    real = verifier.multiprocessing.get_context
+    monkeypatch.setattr(verifier.multiprocessing, "get_context", lambda *a: (pools.append(a), real(*a))[1])
+    log = open_log(SAMPLES / "inspect" / "basic.eval")
+    out = ia.import_log(log.header, log.samples(), tmp_path / "run", target_mode="scripted")
+    assert pools == []
+    assert verify_run(out).outcome == "intact" and pools  # while a verification outside the import forks
+    with verifier.in_one_process():
+        assert verifier._workers_for(1 << 30) == 0
+        monkeypatch.setenv("AEFGATE_WORKERS", "2")
+        assert verifier._workers_for(1 << 30) == 2  # the environment still decides
+
+
 def test_overlays_ignored_give_the_same_log(tmp_path: Path) -> None:
     """IN-4: with --ignore-overlays the sealed lines are converted, exactly as the run without overlays."""
     with_overlays = prepare("aef-inspect", "input", tmp_path)

@@ -71,7 +71,7 @@ def import_inspect(
     """
     from aefgate.converters.inspect_aef import _load_key, import_log
     from aefgate.formats.aef import jsonio
-    import msgspec
+    from aefgate.formats.aef.sealer import seal_run_hash
 
     from aefgate.formats.inspect import open_log
     from aefgate.fsutil import count_lines
@@ -93,8 +93,8 @@ def import_inspect(
     run = jsonio.read_json(run_dir / "run.json")
     lines = count_lines(run_dir / "results.ndjson")
     run_hash = None
-    if (run_dir / "seal.json").exists():  # the seal the import just wrote and checked: its hash, read plainly
-        run_hash = msgspec.json.decode((run_dir / "seal.json").read_bytes())["predicate"]["runHash"]
+    if (run_dir / "seal.json").exists():  # the seal the import just wrote and checked: its hash (not the subjects)
+        run_hash = seal_run_hash(run_dir)
     outcome = "intact" if run_hash is not None else "unsealed"
     signed = (run_dir / "attestation.dsse.json").exists()
     if as_json:

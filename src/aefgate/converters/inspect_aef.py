@@ -1140,7 +1140,7 @@ def import_log(
     :func:`from_inspect`."""
     from aefgate.formats.aef.builder import RunBuilder
     from aefgate.formats.aef.sealer import NotVerified
-    from aefgate.formats.aef.verifier import verify_run
+    from aefgate.formats.aef.verifier import in_one_process, verify_run
     from aefgate.fsutil import check_destination
 
     if target_mode not in ("live", "replayed", "scripted", "mocked"):
@@ -1199,8 +1199,9 @@ def import_log(
             if closed:
                 # sealing verifies the whole run first (every check of section 3.9): that verification is IN-11's
                 try:
-                    b.finish(h.status, abort_reason=h.abort_reason, summary=h.request, seal="ingest", sealed_at=at,
-                             signing_key=key)
+                    with in_one_process():  # flat memory; the conversion, not the check, takes the time
+                        b.finish(h.status, abort_reason=h.abort_reason, summary=h.request, seal="ingest",
+                                 sealed_at=at, signing_key=key)
                 except NotVerified as e:
                     where, code = e.problems[0]
                     raise Refusal("IN-11", f"the converted run does not verify: {code} at {where}", where,
@@ -1210,7 +1211,8 @@ def import_log(
         if closed:
             _compare_summary(run_dir, h)
         else:  # a running run is not sealed, so nothing verified it yet
-            v = verify_run(run_dir)
+            with in_one_process():
+                v = verify_run(run_dir)
             if v.outcome == "invalid" or v.problems:
                 where, code = v.problems[0] if v.problems else ("", "")
                 raise Refusal("IN-11", f"the converted run does not verify: {code} at {where}", where,

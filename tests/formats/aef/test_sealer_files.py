@@ -32,6 +32,13 @@ from tests._shared import AEF, copy_run
 TRIALS_RUN = AEF / "interop" / "examples" / "inspect-aef" / "run"  # sealed, 20 blobs
 
 
+@pytest.fixture(autouse=True, params=["memory", "disk"])
+def table(request, monkeypatch):
+    """Every test with the packed blobs in memory, and on disk (runs of 3 blobs merged, a sparse index)."""
+    monkeypatch.setenv("AEFGATE_SPILL_FILES", "100000" if request.param == "memory" else "3")
+    return request.param
+
+
 def _seal_problems_dicts(doc, digests, present, run_doc, withheld_ok=frozenset()):
     """[SEAL-6] over dicts, as seal_problems was written before the packed table (the oracle)."""
     if doc is None:
@@ -108,7 +115,7 @@ def _other_blob(hexd: str) -> str:
 # -- the table of files ---------------------------------------------------------------------------------------
 
 
-def test_files_table_is_the_scan_as_a_dict(tmp_path):
+def test_files_table_is_the_scan_as_a_dict(tmp_path, table):
     run = copy_run(TRIALS_RUN, tmp_path / "run")
     # a blob outside its canonical folder, one not named by a digest, a file in ext/
     blobs = _blobs(run)
@@ -123,6 +130,7 @@ def test_files_table_is_the_scan_as_a_dict(tmp_path):
     ref = _all_files(run)
     files = runfs.scan(run).files
     assert files.n == len(blobs) > 10
+    assert files.on_disk == (table == "disk")
     assert wrong in files.other and "blobs/sha256/ab/notahash" in files.other
     assert dict(files.items()) == ref and len(files) == len(ref) and sorted(files) == sorted(ref)
     # the packed blobs come in the byte order of their paths
@@ -141,7 +149,7 @@ def test_files_table_is_the_scan_as_a_dict(tmp_path):
     assert blobs[2] not in dg and dg.get(blobs[2]) is None
 
 
-def test_blob_folder_order_is_sorted_whatever_the_walk(tmp_path):
+def test_blob_folder_order_is_sorted_whatever_the_walk(tmp_path, table):
     # many blobs over a few folders, created in an order unlike their names'
     run = tmp_path / "run"
     names = []
@@ -152,7 +160,7 @@ def test_blob_folder_order_is_sorted_whatever_the_walk(tmp_path):
         (run / p).parent.mkdir(parents=True, exist_ok=True)
         (run / p).write_bytes(b"x" * (len(p) % 7))
     files = runfs.scan(run).files
-    assert files.n == 300 and files.other == {}
+    assert files.n == 300 and files.other == {} and files.on_disk == (table == "disk")
     assert list(files.blob_paths()) == sorted(names)
     assert dict(files.items()) == _all_files(run)
 
@@ -376,3 +384,20 @@ def test_writer_schema_checked_on_every_chunk(tmp_path, monkeypatch):
         seal_run(run, sealed_at="2030-01-01T00:00:00Z")
     assert e.value.rule == "SEAL-5"
     assert not (run / "seal.json").exists()
+
+
+def test_seal_run_hash_reads_the_end_of_a_seal_aefgate_wrote(tmp_path, monkeypatch):
+    run = copy_run(TRIALS_RUN, tmp_path / "run")
+    (run / "seal.json").unlink()
+    seal_run(run, sealed_by="ingest", sealed_at="2030-01-01T00:00:00Z")
+    want = _doc(run)["predicate"]["runHash"]
+    read_whole = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: (read_whole.append(self), real(self))[1])
+    assert sealer.seal_run_hash(run) == want and read_whole == []  # the subjects are not read
+    # any other layout is read whole, with the same answer
+    d = _doc(run)
+    for data in (json.dumps(d, indent=2).encode(), jsonio.dumps({"predicate": d["predicate"], **d})):
+        (run / "seal.json").write_bytes(data)
+        read_whole.clear()
+        assert sealer.seal_run_hash(run) == want and read_whole

@@ -22,18 +22,40 @@ from tests.formats.aef.test_verifier import COMPLETED_EVAL, MUTATIONS, TRIALS_RU
 WINDOWS = ["0", "1", "3", "4096"]
 
 
+class _PlainSet(set):
+    """The evidence ids as a plain ``set`` (as the verifier kept them before spill.StrSet): the oracle."""
+
+    def add(self, s):
+        had = s in self
+        super().add(s)
+        return had
+
+    def freeze(self):
+        pass
+
+    def close(self):
+        pass
+
+
 def _both(monkeypatch, run: Path, window: str, workers: str = "0"):
     """(in memory, spilled) verifications of ``run``; lines are checked and folded in batches of 2 (lines leave
-    the window a batch at a time)."""
-    from aefgate.formats.aef import verifier
+    the window a batch at a time). In memory: the evidence ids in a plain set, the packed blobs in a bytearray.
+    Spilled: every evidence id on disk (no bits for E-n, no set in memory), the blobs in a file."""
+    from aefgate.formats.aef import spill, verifier
 
     monkeypatch.setattr(verifier, "_BATCH", 2)
     monkeypatch.setenv("AEFGATE_WORKERS", workers)
     monkeypatch.setenv("AEFGATE_SPILL_RESULTS", str(1 << 40))
     monkeypatch.setenv("AEFGATE_SPILL_VALUES", str(1 << 40))
-    memory = verify_run(run)
+    monkeypatch.setenv("AEFGATE_SPILL_FILES", str(1 << 40))
+    with monkeypatch.context() as m:
+        m.setattr(spill, "StrSet", lambda **kw: _PlainSet())
+        memory = verify_run(run)
     monkeypatch.setenv("AEFGATE_SPILL_RESULTS", "0")
     monkeypatch.setenv("AEFGATE_SPILL_VALUES", "0")
+    monkeypatch.setenv("AEFGATE_SPILL_FILES", "0" if window in ("0", "3") else "2")
+    monkeypatch.setenv("AEFGATE_SPILL_IDS", "0")
+    monkeypatch.setattr(verifier, "_NUMBERED", None)
     monkeypatch.setenv("AEFGATE_SPILL_WINDOW", window)
     # a bitmap of 8 buckets: almost every resultId is a possible duplicate, looked up on disk
     monkeypatch.setenv("AEFGATE_SPILL_SEEN", "1" if window in ("0", "3") else str(1 << 22))
@@ -196,3 +218,59 @@ def test_which_way_the_parents_are_checked(tmp_path, monkeypatch, order, on_disk
     _same(memory, spilled)
     assert bool(calls) == on_disk
     assert (memory.outcome == "unsealed") == (order in ("rotated", "reversed"))  # reordering alone is allowed
+
+
+# -- evidence ids: bits, a set, a table on disk -------------------------------------------------------------------
+
+
+def _evidence_run(tmp_path: Path, how: str) -> Path:
+    """The trials example with its evidence ids renamed (``E-`` and up to 64 of ``[A-Za-z0-9._-]``, the schema's
+    pattern) or repeated, or a line citing an id no record has."""
+    from tests.formats.aef.test_verifier import TRIALS_RUN as base
+
+    run = copy_run(base, tmp_path / "run")
+    (run / "seal.json").unlink()
+    ev = [json.loads(x) for x in (run / "evidence.ndjson").read_bytes().split(b"\n") if x]
+    lines = _lines(run)
+    rename = {}
+    if how == "other-ids":  # no id of the E-n form: every one in the set (or on disk)
+        rename = {e["evidenceId"]: f"E-ev.{i}_{'x' * i}" for i, e in enumerate(ev)}
+    elif how == "zero-padded":  # E-01 is not E-1
+        rename = {e["evidenceId"]: "E-0" + e["evidenceId"][2:] for e in ev}
+    for e in ev:
+        e["evidenceId"] = rename.get(e["evidenceId"], e["evidenceId"])
+    for d in lines:
+        if d.get("evidence"):
+            d["evidence"] = [rename.get(x, x) for x in d["evidence"]]
+    if how == "twice":
+        ev = ev + ev[:2] + [dict(ev[0], evidenceId="E-x"), dict(ev[1], evidenceId="E-x")]
+    cited = [d for d in lines if d.get("evidence")]
+    if how == "cites-nothing":
+        cited[0]["evidence"] = cited[0]["evidence"] + ["E-999999"]
+        cited[-1]["evidence"] = ["E-none"]
+    if how == "cites-padded":
+        cited[0]["evidence"] = ["E-0" + cited[0]["evidence"][0][2:]]
+    (run / "evidence.ndjson").write_bytes(b"".join(json.dumps(e).encode() + b"\n" for e in ev))
+    _write(run, lines)
+    return run
+
+
+EVIDENCE = ["other-ids", "zero-padded", "twice", "cites-nothing", "cites-padded"]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize("how", EVIDENCE)
+def test_evidence_ids_spilled(tmp_path, monkeypatch, how, workers):
+    from aefgate.formats.aef import verifier
+
+    run = _evidence_run(tmp_path, how)
+    monkeypatch.setattr(verifier, "_RANGE", 200)
+    memory, spilled = _both(monkeypatch, run, "1", workers=workers)
+    _same(memory, spilled)
+    codes = {c for _, c in memory.problems}
+    if how in ("other-ids", "zero-padded"):
+        assert memory.outcome == "unsealed" and not memory.problems
+    elif how == "twice":
+        assert "evidence-id" in codes
+    else:
+        assert "evidence" in codes

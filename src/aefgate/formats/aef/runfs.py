@@ -8,16 +8,19 @@ sealing and belong to the overlay chain, [OVL-5]).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import heapq
 import os
 import re
 import stat
+import tempfile
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from aefgate.formats.aef import spill
 from aefgate.formats.aef.jsonio import MAX_FILES
 
 UNSEALED_NAMES = ("seal.json", "attestation.dsse.json")  # [SEAL-1]
@@ -80,56 +83,178 @@ def _blob_name(raw: bytes) -> str:
     return f"{_BLOB_DIR}{h[:2]}/{h}"
 
 
+_REC = 73  # a packed blob: name (32 bytes), size (8, little-endian), digest as read (32), 1 when it holds one
+_DIG = 40
+_HAS = 72
+_BLOCK = 64  # on disk: records per block of the sparse index (one read of 4.6 KiB per lookup)
+_SPILL_FILES = 8192  # blobs packed in memory (~73 bytes each); beyond, the table is a temporary file
+
+
 class Files:
     """The regular files of a run (outside ``overlays/``): ``path -> size``, and their digests once read.
 
     A mapping for the callers (``get``, ``in``, ``[]``, ``items``, ``len``, iteration), whose memory does not grow
-    by Python objects per blob: the files at a canonical blob path (``blobs/sha256/xx/<hex>``, all but a few of a
-    large run's files) are packed in arrays sorted by digest (which is their paths' byte order): 32 bytes of name,
-    8 of size, 32 of digest and 1 flag each (~73 bytes a blob, against ~600 for dicts of strings and tuples). Every
-    other path is in the dict :attr:`other`. Call :meth:`freeze` once every file is added (the scan does)."""
+    with the number of blobs: the files at a canonical blob path (``blobs/sha256/xx/<hex>``, all but a few of a
+    large run's files) are packed in records sorted by digest (which is their paths' byte order): 32 bytes of
+    name, 8 of size, 32 of digest and 1 flag each. Up to ``AEFGATE_SPILL_FILES`` blobs (8,192) the records are
+    one bytearray (~73 bytes a blob); beyond, they are a temporary file (unlinked at once), read through a
+    sparse index of every 64th name (a list: ~1 byte a blob) and one read of a 64-record block per lookup. Forked
+    processes read the same file (``pread``). Every other path is in the dict :attr:`other`. Call :meth:`freeze`
+    once every file is added (the scan does)."""
 
-    __slots__ = ("other", "keys", "sizes", "n", "other_digests", "bdig", "bhas")
+    __slots__ = ("other", "other_digests", "n", "_limit", "_mem", "_chunk", "_runs", "_scratch", "_file", "_fd",
+                 "_index", "_frozen")
 
     def __init__(self) -> None:
         self.other: dict[str, int] = {}
-        self.keys = bytearray()  # 32 bytes per blob, sorted by freeze()
-        self.sizes = array("Q")
-        self.n = 0
         self.other_digests: dict[str, tuple[str, int]] = {}
-        self.bdig = bytearray()  # 32 bytes per blob: the digest of its bytes as read
-        self.bhas = bytearray()  # 1 when bdig holds a digest
+        self.n = 0
+        self._limit = spill.bound("AEFGATE_SPILL_FILES", _SPILL_FILES)
+        # building: 40-byte records (name, size) in memory; frozen: the 73-byte records, or None when on disk
+        self._mem: bytearray | None = bytearray()
+        self._chunk: list[bytes] | None = None  # building on disk: the records not yet written as a sorted run
+        self._runs: list[tuple[int, int]] = []  # building on disk: (offset, count) of the sorted runs in _scratch
+        self._scratch = None
+        self._file = None  # frozen on disk: the records, in order
+        self._fd = -1
+        self._index: list[bytes] = []  # frozen on disk: the name of every _BLOCK-th record (~1 byte a blob)
+        self._frozen = False
 
     # -- building ----------------------------------------------------------------------------------------------
     def add(self, path: str, size: int) -> None:
+        if self._frozen:
+            raise RuntimeError("a frozen table of files takes no more files")
         raw = canonical_blob(path)
         if raw is None:
             self.other[path] = size
-        else:
-            self.keys += raw
-            self.sizes.append(size)
-            self.n += 1
+            return
+        rec = raw + size.to_bytes(8, "little")
+        self.n += 1
+        mem = self._mem
+        if mem is not None:
+            mem += rec
+            if self.n > self._limit:  # to disk: what was packed so far is the first run
+                self._scratch = tempfile.TemporaryFile(prefix="aefgate-files-")
+                self._chunk = [bytes(mem[i : i + 40]) for i in range(0, len(mem), 40)]
+                self._mem = None
+                self._flush_run()
+            return
+        chunk = self._chunk
+        chunk.append(rec)
+        if len(chunk) >= max(self._limit, 1):
+            self._flush_run()
+
+    def _flush_run(self) -> None:
+        chunk = self._chunk
+        if chunk:
+            chunk.sort()
+            f = self._scratch
+            f.seek(0, os.SEEK_END)
+            self._runs.append((f.tell(), len(chunk)))
+            f.write(b"".join(chunk))
+            chunk.clear()
 
     def freeze(self) -> None:
-        """Sort the blobs by name and size the digest arrays. The sort goes by the first byte (256 buckets of
-        4-byte indexes), then sorts each bucket's names: what it holds besides the arrays is one bucket's names."""
-        n, keys, sizes = self.n, self.keys, self.sizes
-        if n > 1:
-            buckets: list[array] = [array("I") for _ in range(256)]
-            for i in range(n):
-                buckets[keys[32 * i]].append(i)
-            nk = bytearray(32 * n)
-            ns = array("Q", bytes(8 * n))
-            j = 0
-            for bucket in buckets:
-                for i in sorted(bucket, key=lambda i: keys[32 * i : 32 * i + 32]):
-                    nk[32 * j : 32 * j + 32] = keys[32 * i : 32 * i + 32]
-                    ns[j] = sizes[i]
-                    j += 1
-            del buckets
-            self.keys, self.sizes = nk, ns
-        self.bdig = bytearray(32 * n)
-        self.bhas = bytearray(n)
+        """Sort the blobs by name, with room for their digests. In memory the sort goes by the first byte (256
+        buckets of 4-byte indexes), then sorts each bucket's names: what it holds besides the records is one
+        bucket's names. On disk, the sorted runs (a bounded number of records each) are merged into the file."""
+        if self._frozen:
+            return
+        self._frozen = True
+        if self._mem is None:
+            return self._freeze_disk()
+        n, mem = self.n, self._mem
+        out = bytearray(_REC * n)
+        buckets: list[array] = [array("I") for _ in range(256)]
+        for i in range(n):
+            buckets[mem[40 * i]].append(i)
+        j = 0
+        for bucket in buckets:
+            for i in sorted(bucket, key=lambda i: mem[40 * i : 40 * i + 32]):
+                out[_REC * j : _REC * j + 40] = mem[40 * i : 40 * i + 40]
+                j += 1
+        del buckets
+        self._mem = out
+
+    def _freeze_disk(self) -> None:
+        self._flush_run()
+        scratch = self._scratch
+        fd = scratch.fileno()
+        scratch.flush()
+
+        def run(offset: int, count: int) -> Iterator[bytes]:
+            step = 256
+            for k in range(0, count, step):
+                buf = os.pread(fd, 40 * min(step, count - k), offset + 40 * k)
+                for i in range(0, len(buf), 40):
+                    yield buf[i : i + 40]
+
+        out = tempfile.TemporaryFile(prefix="aefgate-files-")
+        index: list[bytes] = []
+        pad = bytes(_REC - 40)
+        buf: list[bytes] = []
+        j = 0
+        for rec in heapq.merge(*(run(o, c) for o, c in self._runs)):
+            if j % _BLOCK == 0:
+                index.append(rec[:32])
+            buf.append(rec)
+            buf.append(pad)
+            j += 1
+            if len(buf) >= 2048:
+                out.write(b"".join(buf))
+                buf.clear()
+        out.write(b"".join(buf))
+        out.flush()
+        scratch.close()
+        self._scratch = None
+        self._runs = []
+        self._chunk = None
+        self._file, self._fd, self._index = out, out.fileno(), index
+
+    def close(self) -> None:
+        """Close the temporary file of a table on disk (it is unlinked already; it is closed anyway when the table
+        is no longer referenced). The table is unusable afterwards."""
+        for f in (self._scratch, self._file):
+            if f is not None:
+                f.close()
+        self._scratch = self._file = None
+        self._fd = -1
+
+    def __del__(self) -> None:  # the temporary file goes with the table
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def on_disk(self) -> bool:
+        return self._mem is None
+
+    # -- records -----------------------------------------------------------------------------------------------
+    def _rec(self, i: int) -> bytes:
+        mem = self._mem
+        if mem is not None:
+            return bytes(mem[_REC * i : _REC * i + _REC])
+        return os.pread(self._fd, _REC, _REC * i)
+
+    def _records(self) -> Iterator[tuple[int, bytes]]:
+        """``(index, record)`` of every packed blob, in order, read a chunk at a time."""
+        mem = self._mem
+        n = self.n
+        step = 1024
+        for k in range(0, n, step):
+            m = min(step, n - k)
+            buf = bytes(mem[_REC * k : _REC * (k + m)]) if mem is not None else os.pread(self._fd, _REC * m, _REC * k)
+            for i in range(m):
+                yield k + i, buf[_REC * i : _REC * i + _REC]
+
+    def _put(self, i: int, raw: bytes) -> None:
+        """Write the digest of blob ``i``."""
+        mem = self._mem
+        if mem is not None:
+            mem[_REC * i + _DIG : _REC * i + _REC] = raw + b"\x01"
+        else:
+            os.pwrite(self._fd, raw + b"\x01", _REC * i + _DIG)
 
     # -- lookups -----------------------------------------------------------------------------------------------
     def blob_index(self, path: str) -> int:
@@ -140,33 +265,61 @@ class Files:
         return -1 if raw is None else self.find(raw)
 
     def find(self, raw: bytes) -> int:
-        keys = self.keys
-        lo, hi = 0, self.n
+        mem = self._mem
+        if mem is not None:
+            lo, hi = 0, self.n
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                k = mem[_REC * mid : _REC * mid + 32]
+                if k < raw:
+                    lo = mid + 1
+                elif k > raw:
+                    hi = mid
+                else:
+                    return mid
+            return -1
+        # the last block whose first name is <= raw, then a binary search in that block
+        j = bisect.bisect_right(self._index, raw)
+        if j == 0:
+            return -1
+        first = (j - 1) * _BLOCK
+        m = min(_BLOCK, self.n - first)
+        block = os.pread(self._fd, _REC * m, _REC * first)
+        lo, hi = 0, m
         while lo < hi:
             mid = (lo + hi) >> 1
-            k = keys[32 * mid : 32 * mid + 32]
+            k = block[_REC * mid : _REC * mid + 32]
             if k < raw:
                 lo = mid + 1
             elif k > raw:
                 hi = mid
             else:
-                return mid
+                return first + mid
         return -1
 
     def blob_path(self, i: int) -> str:
-        return _blob_name(bytes(self.keys[32 * i : 32 * i + 32]))
+        return _blob_name(self._rec(i)[:32])
+
+    def blob_keys(self) -> Iterator[bytes]:
+        """The 32 bytes each packed blob's name spells, in order."""
+        for _, rec in self._records():
+            yield rec[:32]
 
     def blob_paths(self) -> Iterator[str]:
-        keys = self.keys
-        for i in range(self.n):
-            yield _blob_name(bytes(keys[32 * i : 32 * i + 32]))
+        for _, rec in self._records():
+            yield _blob_name(rec[:32])
+
+    def blob_items(self) -> Iterator[tuple[int, str, int]]:
+        """``(index, path, size)`` of every packed blob, in order."""
+        for i, rec in self._records():
+            yield i, _blob_name(rec[:32]), int.from_bytes(rec[32:40], "little")
 
     def get(self, path: str, default=None):
         v = self.other.get(path)
         if v is not None:
             return v
         i = self.blob_index(path)
-        return default if i < 0 else self.sizes[i]
+        return default if i < 0 else int.from_bytes(self._rec(i)[32:40], "little")
 
     def __contains__(self, path) -> bool:
         return path in self.other or (type(path) is str and self.blob_index(path) >= 0)
@@ -186,9 +339,8 @@ class Files:
 
     def items(self) -> Iterator[tuple[str, int]]:
         yield from list(self.other.items())
-        sizes = self.sizes
-        for i, p in enumerate(self.blob_paths()):
-            yield p, sizes[i]
+        for _, p, size in self.blob_items():
+            yield p, size
 
     # -- digests -----------------------------------------------------------------------------------------------
     def set_digest(self, path: str, hexd: str, size: int) -> None:
@@ -196,12 +348,10 @@ class Files:
         if i < 0:
             self.other_digests[path] = (hexd, size)
         else:
-            self.bdig[32 * i : 32 * i + 32] = bytes.fromhex(hexd)
-            self.bhas[i] = 1
+            self._put(i, bytes.fromhex(hexd))
 
     def set_blob_digest(self, i: int, raw: bytes) -> None:
-        self.bdig[32 * i : 32 * i + 32] = raw
-        self.bhas[i] = 1
+        self._put(i, raw)
 
     def digest(self, path: str) -> tuple[str, int] | None:
         """``(sha256 hex, size)`` of a file read, or None."""
@@ -209,12 +359,21 @@ class Files:
         if d is not None:
             return d
         i = self.blob_index(path)
-        if i < 0 or not self.bhas[i]:
+        if i < 0:
             return None
-        return self.bdig[32 * i : 32 * i + 32].hex(), self.sizes[i]
+        rec = self._rec(i)
+        if not rec[_HAS]:
+            return None
+        return rec[_DIG:_HAS].hex(), int.from_bytes(rec[32:40], "little")
 
     def has_digest(self, path: str) -> bool:
         return self.digest(path) is not None
+
+    def unhashed(self) -> Iterator[tuple[int, str]]:
+        """``(index, path)`` of the packed blobs without a digest, in order."""
+        for i, rec in self._records():
+            if not rec[_HAS]:
+                yield i, _blob_name(rec[:32])
 
     def sealed_entries(self) -> Iterator[tuple[str, str, int]]:
         """``(path, sha256 hex, size)`` of every file of [SEAL-1] read and hashed, in [SEAL-3] order (the UTF-8
@@ -226,10 +385,9 @@ class Files:
         return heapq.merge(others, self._blob_entries(), key=lambda e: e[0].encode("utf-8"))
 
     def _blob_entries(self) -> Iterator[tuple[str, str, int]]:
-        keys, bdig, bhas, sizes = self.keys, self.bdig, self.bhas, self.sizes
-        for i in range(self.n):
-            if bhas[i]:
-                yield _blob_name(bytes(keys[32 * i : 32 * i + 32])), bdig[32 * i : 32 * i + 32].hex(), sizes[i]
+        for _, rec in self._records():
+            if rec[_HAS]:
+                yield _blob_name(rec[:32]), rec[_DIG:_HAS].hex(), int.from_bytes(rec[32:40], "little")
 
 
 class Digests:

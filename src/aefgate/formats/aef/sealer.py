@@ -74,8 +74,8 @@ def _hash_all(root: Path, files: runfs.Files, *, sealed_only: bool) -> None:
     for p, size in list(files.other.items()):
         if not sealed_only or runfs.is_sealed_path(p):
             files.set_digest(p, runfs.sha256_file(root / p), size)
-    for i in range(files.n):
-        files.set_blob_digest(i, bytes.fromhex(runfs.sha256_file(root / files.blob_path(i))))
+    for i, p, _ in files.blob_items():
+        files.set_blob_digest(i, bytes.fromhex(runfs.sha256_file(root / p)))
 
 
 def build_manifest(run_dir: str | Path) -> Manifest:
@@ -302,6 +302,37 @@ def _lean(buf: bytes) -> SealReading | None:
     return SealReading(doc, raw_subjects=raws)
 
 
+class _PredicateHash(msgspec.Struct):
+    runHash: str
+
+
+class _TailOfStatement(msgspec.Struct, forbid_unknown_fields=True):
+    predicateType: str
+    predicate: _PredicateHash
+
+
+_tail_decoder = msgspec.json.Decoder(_TailOfStatement)
+_TAIL = 1 << 16
+
+
+def seal_run_hash(run_dir: str | Path) -> str:
+    """The ``predicate.runHash`` of ``seal.json``, for showing it (nothing is checked here: :func:`check_seal`
+    and ``verify`` check a seal). A seal as :func:`seal_run` writes it ends with its predicate: that end is read
+    alone (the subjects, one per file, are not); any other seal is read whole."""
+    path = Path(run_dir) / "seal.json"
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        f.seek(max(0, size - _TAIL))
+        tail = f.read()
+    cut = tail.rfind(b'],"predicateType":')
+    if cut >= 0 and tail.endswith(b"}"):
+        try:
+            return _tail_decoder.decode(b"{" + tail[cut + 2 : -1] + b"}").predicate.runHash
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            pass
+    return msgspec.json.decode(path.read_bytes())["predicate"]["runHash"]
+
+
 def seal_problems(
     seal: SealReading,
     files: runfs.Files,
@@ -359,10 +390,11 @@ def seal_problems(
         if runfs.is_sealed_path(p) and p not in names:
             probs.append((p, "not-sealed"))
             sealed_ok = False
-    for i in range(files.n):
-        if not blob_count[i]:
-            probs.append((files.blob_path(i), "not-sealed"))
-            sealed_ok = False
+    if files.n and blob_count.count(0):
+        for i, p, _ in files.blob_items():
+            if not blob_count[i]:
+                probs.append((p, "not-sealed"))
+                sealed_ok = False
     if sealed_ok:
         # every file present is sealed, listed once and read with the digest listed
         if Manifest(files).run_hash != pred["runHash"]:
@@ -441,6 +473,8 @@ def seal_run(run_dir: str | Path, *, sealed_by: str = "producer", sealed_at: str
         run = jsonio.read_json(root / "run.json")
     except jsonio.JsonProblem as e:
         raise e.refusal("run.json") from None
+    if type(run) is dict:
+        run.pop("ext", None)  # the predicate does not read it; held while the run is verified
     status = run.get("status")
     if status not in ("completed", "aborted"):
         raise Refusal("SEAL-1", f"only a closed run is sealed; this run is {status!r}", "run.json")

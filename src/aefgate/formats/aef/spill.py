@@ -7,6 +7,8 @@ once it passes a fixed bound (docs/design/bounded-memory.md).
   the k-th smallest (a summary's median).
 - :class:`SpillIndex`: a set or map of digest keys, the latest few thousand in a dict, the rest in a temporary
   SQLite file behind a Bloom filter (the run writer's resultIds, blobs and evidence ids; an importer's dedupe).
+- :class:`StrSet`: a set of strings, the run writer's numbered ids as bits, the others as :class:`SpillIndex`
+  keeps its keys (the verifier's evidence ids).
 - :func:`bound`: a bound, overridable by an environment variable (the tests set them to a few lines or files to
   take the spilled paths on small runs).
 """
@@ -21,7 +23,7 @@ import tempfile
 from array import array
 from typing import Any
 
-CACHE_KIB = 2 * 1024  # each SpillDb's page cache (the lines are appended; the end reads them in order)
+CACHE_KIB = 1024  # each SpillDb's page cache (the lines are appended; the end reads them in order)
 
 
 def bound(env: str, default: int) -> int:
@@ -219,3 +221,121 @@ class SpillIndex:
         self._hot = {}
         self._bloom = None
         self._n = 0
+
+
+class StrSet:
+    """A set of strings whose memory does not grow with their number (the verifier's evidence ids).
+
+    - Strings of the form ``numbered`` + a number (ASCII digits, no leading zero, below ``max_number``: what the
+      run writer makes, ``E-1``, ``E-2``...) are one bit each in a bitmap as long as the largest number.
+    - Others: the latest ``hot`` in a set; beyond, in a private temporary SQLite database (the UTF-8 bytes of
+      each string, exact) behind a Bloom filter of fixed size, as :class:`SpillIndex`.
+
+    :meth:`add` tells whether the string was there already (one lookup for a duplicate check). Before forking
+    processes that read it, call :meth:`freeze` (commits the database); a forked process opens its own
+    read-only connection at its first lookup on disk. It answers exactly as a ``set`` would."""
+
+    __slots__ = ("_prefix", "_max", "_bits", "_hot", "_limit", "_bloom", "_mask", "_db", "_pid", "_child")
+
+    def __init__(self, *, numbered: str | None = None, hot: int = 4096, bloom_bytes: int = 1 << 19,
+                 max_number: int = 1 << 24):
+        self._prefix = numbered
+        self._max = max_number
+        self._bits = bytearray()
+        self._hot: set[str] = set()
+        self._limit = hot
+        self._bloom: bytearray | None = None
+        self._mask = bloom_bytes * 8 - 1
+        self._db: SpillDb | None = None
+        self._pid = os.getpid()
+        self._child: Any = None  # (pid, connection) in a forked process
+
+    def _number(self, s: str) -> int:
+        p = self._prefix
+        if p is None or not s.startswith(p):
+            return -1
+        d = s[len(p) :]
+        if not d or len(d) > 12 or not d.isascii() or not d.isdigit() or d[0] == "0":
+            return -1
+        n = int(d)
+        return n if n < self._max else -1
+
+    def _bits_of(self, raw: bytes) -> tuple[int, int, int]:
+        x = int.from_bytes(hashlib.blake2b(raw, digest_size=12).digest(), "little")
+        m = self._mask
+        return x & m, (x >> 32) & m, (x >> 64) & m
+
+    def __contains__(self, s: str) -> bool:
+        n = self._number(s)
+        if n >= 0:
+            bits = self._bits
+            return (n >> 3) < len(bits) and bool(bits[n >> 3] & (1 << (n & 7)))
+        if s in self._hot:
+            return True
+        if self._db is None:
+            return False
+        raw = s.encode("utf-8", "surrogatepass")
+        bloom = self._bloom
+        for b in self._bits_of(raw):
+            if not bloom[b >> 3] & (1 << (b & 7)):
+                return False
+        return self._query(raw)
+
+    def _query(self, raw: bytes) -> bool:
+        pid = os.getpid()
+        if pid == self._pid:
+            conn = self._db.conn
+        else:  # a forked process: its own connection (the parent's is not to be used across a fork)
+            if self._child is None or self._child[0] != pid:
+                conn = sqlite3.connect(f"file:{self._db.path}?mode=ro", uri=True, isolation_level=None)
+                conn.execute("PRAGMA cache_size=-256")
+                conn.execute("PRAGMA mmap_size=0")
+                self._child = (pid, conn)
+            conn = self._child[1]
+        return conn.execute("SELECT 1 FROM t WHERE k = ?", (raw,)).fetchone() is not None
+
+    def add(self, s: str) -> bool:
+        """Add ``s``; True when it was there already."""
+        n = self._number(s)
+        if n >= 0:
+            bits = self._bits
+            i = n >> 3
+            if i >= len(bits):
+                bits.extend(bytes(max(i + 1 - len(bits), len(bits))))  # doubling, up to max_number bits
+            had = bool(bits[i] & (1 << (n & 7)))
+            bits[i] |= 1 << (n & 7)
+            return had
+        if s in self:
+            return True
+        self._hot.add(s)
+        if len(self._hot) >= self._limit:
+            self._spill()
+        return False
+
+    def _spill(self) -> None:
+        if self._db is None:
+            db = SpillDb(cache_kib=512)
+            db.execute("CREATE TABLE t (k BLOB PRIMARY KEY) WITHOUT ROWID")
+            self._db = db
+            self._bloom = bytearray((self._mask + 1) // 8)
+        bloom = self._bloom
+        raws = sorted(s.encode("utf-8", "surrogatepass") for s in self._hot)
+        for raw in raws:
+            for b in self._bits_of(raw):
+                bloom[b >> 3] |= 1 << (b & 7)
+        self._db.executemany("INSERT INTO t VALUES (?)", [(r,) for r in raws])
+        self._hot = set()
+
+    def freeze(self) -> None:
+        """Make what is on disk readable by other connections (forked processes)."""
+        db = self._db
+        if db is not None and db.conn.in_transaction:
+            db.execute("COMMIT")
+
+    def close(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+        self._hot = set()
+        self._bits = bytearray()
+        self._bloom = None

@@ -18,6 +18,8 @@ compact arrays; summary entries keep O(1) state each (the median keeps its value
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import gc
 import hashlib
@@ -163,6 +165,9 @@ class _RunVerifier:
         if self.db is not None:
             self.db.close()
             self.db = None
+        ids = getattr(self, "evidence_ids", None)
+        if ids is not None:
+            ids.close()
 
     # -- helpers ---------------------------------------------------------------------------------------------
     def add(self, path: str, code: str) -> None:
@@ -249,6 +254,8 @@ class _RunVerifier:
         if run is not None and not _run_times_exist(run):
             self.add("run.json", "schema")
             run = None
+        if run is not None and "ext" in run:  # no rule reads it past the schema (an import's dataset may be long)
+            del run["ext"]
         metrics = self.read_doc("metrics.json", "metrics", required=True)
         closed = run is not None and run.get("status") in CLOSED
         summary = self.read_doc("summary.json", "summary", required=closed)
@@ -267,9 +274,11 @@ class _RunVerifier:
         if "logs.otlp.jsonl" in sc.files:
             self._otlp("logs.otlp.jsonl", spans=False)
 
-        self.evidence_ids: set[str] = set()
+        # the evidence ids: the run writer's E-1, E-2... as bits, any other in a set, on disk beyond a bound
+        self.evidence_ids = spill.StrSet(numbered=_NUMBERED, hot=spill.bound("AEFGATE_SPILL_IDS", _SPILL_IDS))
         if "evidence.ndjson" in sc.files:
             self._evidence()
+        self.evidence_ids.freeze()  # the worker processes read it
         gates: list[tuple[int, dict]] = []
         if "gates.ndjson" in sc.files:
             gates = self._gates()
@@ -288,9 +297,8 @@ class _RunVerifier:
             if p not in self.digests:
                 self.digests[p] = (runfs.sha256_file(self.root / p), size)
         files = sc.files
-        for i in range(files.n):
-            if not files.bhas[i]:
-                files.set_blob_digest(i, bytes.fromhex(runfs.sha256_file(self.root / files.blob_path(i))))
+        for i, p in files.unhashed():  # blobs beyond the limit (a few at most)
+            files.set_blob_digest(i, bytes.fromhex(runfs.sha256_file(self.root / p)))
 
         if run is not None:
             self._run_rules(run)
@@ -351,10 +359,7 @@ class _RunVerifier:
             self.digests[p] = (h, size)
             if h != m.group(2):
                 self.x(p, "blob-digest")
-        sizes = files.sizes
-        for i in range(files.n):
-            size = sizes[i]
-            p = files.blob_path(i)
+        for i, p, size in files.blob_items():
             if size > jsonio.MAX_BLOB:
                 self.add(p, "limit")
                 continue
@@ -482,10 +487,8 @@ class _RunVerifier:
                 if v(e) is not None:
                     self.add(where, "schema")
                     continue
-                eid = e["evidenceId"]
-                if eid in seen:
+                if seen.add(e["evidenceId"]):
                     self.x(where, "evidence-id")
-                seen.add(eid)
                 link = e["link"]
                 if "blob" in link:
                     if e.get("digest") != link["blob"]:
@@ -922,7 +925,7 @@ class _RunVerifier:
                 rows.append((lineno, key, case, path, trial, sc << 5 | flags, pl, total))
                 for i, m in measures:
                     accs[i].add_measure(m)
-            if len(rows) >= 4096:
+            if len(rows) >= 1024:
                 db.executemany(insert, rows)
                 rows.clear()
                 if rolls:
@@ -931,10 +934,10 @@ class _RunVerifier:
                 if lps:
                     db.executemany("INSERT INTO lp VALUES (?,?)", lps)
                     lps.clear()
-            if len(decs) >= 4096:
+            if len(decs) >= 1024:
                 db.executemany("INSERT INTO dec VALUES (?,?,?)", decs)
                 decs.clear()
-            if len(cands) >= 4096:
+            if len(cands) >= 1024:
                 db.executemany("INSERT OR IGNORE INTO need VALUES (?)", cands)
                 cands.clear()
         for p in win.values():
@@ -1197,7 +1200,7 @@ class _LineCtx:
     has_traces: bool
     spans: set
     trace_ids: set
-    evidence_ids: set
+    evidence_ids: spill.StrSet
     files: runfs.Files  # read by a binary search when a line cites a blob (the pages shared with the parent)
     withheld_ok: frozenset
     routes: dict
@@ -1205,7 +1208,11 @@ class _LineCtx:
 
 
 _CTX: _LineCtx | None = None
-_BATCH = 2048
+# evidence ids of this form (the run writer's) are one bit each; the others are kept in a set of up to
+# AEFGATE_SPILL_IDS, then on disk (spill.StrSet)
+_NUMBERED = "E-"
+_SPILL_IDS = 4096
+_BATCH = 512  # lines checked and folded at a time in this process (their text and records are in memory)
 _PARALLEL_FROM = 16 * 1024 * 1024  # bytes of results.ndjson
 # above this many bytes of results.ndjson (AEFGATE_SPILL_RESULTS), the state of the rules across lines is kept on
 # disk (_fold_spilled); below, in memory: at most ~40,000 lines (a result line takes 100 bytes or more)
@@ -1213,17 +1220,35 @@ _SPILL_RESULTS = 4 * 1024 * 1024
 # lines whose keys stay in memory on the spilled path: most parents and decisive children are found among them
 _WINDOW = 4096
 # the bitmap of resultIds seen (AEFGATE_SPILL_SEEN: bytes); a run of n lines looks ~n**2 / (16 * this) keys up
-_SEEN_BYTES = 1 << 22
+_SEEN_BYTES = 1 << 20
 _NO_AGG = object()  # in the window: a line without an aggregation
 _F_CHILD = 16  # on the spilled path: the line names a parent
 
 
+_ONE_PROCESS = contextvars.ContextVar("aefgate_verify_one_process", default=False)
+
+
+@contextlib.contextmanager
+def in_one_process():
+    """Verifications made within check every line in this process (no worker processes): an import's own
+    verification before it seals (docs/design/bounded-memory.md: its peak memory then does not grow with the
+    run, and converting, not checking, is what takes its time). ``AEFGATE_WORKERS`` still overrides."""
+    token = _ONE_PROCESS.set(True)
+    try:
+        yield
+    finally:
+        _ONE_PROCESS.reset(token)
+
+
 def _workers_for(size: int) -> int:
     """How many worker processes check result lines: none for a small file (a process costs more than it
-    saves), else one per core. ``AEFGATE_WORKERS`` overrides (0: in this process)."""
+    saves) or within :func:`in_one_process`, else one per core. ``AEFGATE_WORKERS`` overrides (0: in this
+    process)."""
     env = os.environ.get("AEFGATE_WORKERS")
     if env is not None:
         return max(0, int(env))
+    if _ONE_PROCESS.get():
+        return 0
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if size < _PARALLEL_FROM or cpus < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return 0
@@ -1533,10 +1558,10 @@ def _path_rule_input(files: runfs.Files, special: list[str]) -> list[str]:
     if every:
         out.extend(files.blob_paths())
         return out
-    keys = files.keys
-    for i in range(files.n):
-        if keys[32 * i] in firsts or i in whole:
-            out.append(files.blob_path(i))
+    if firsts or whole:
+        for i, key in enumerate(files.blob_keys()):
+            if key[0] in firsts or i in whole:
+                out.append(runfs.blob_path(key.hex()))
     return out
 
 

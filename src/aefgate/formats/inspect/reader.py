@@ -192,8 +192,9 @@ class _EvalLog(InspectLog):
             self.archive = Archive(path, str(path), on_member=on_member)
             db.executemany("INSERT OR REPLACE INTO s VALUES (?, ?, ?, ?)", rows)
             db.execute("COMMIT")
-            self._by_epoch = array("L", (i for (i,) in db.execute("SELECT i FROM s ORDER BY epoch, k, name")))
-            self._by_case = array("L", (i for (i,) in db.execute("SELECT i FROM s ORDER BY k, epoch, name")))
+            # directory indexes (below zipsafe.MAX_MEMBERS): 4 bytes each
+            self._by_epoch = array("I", (i for (i,) in db.execute("SELECT i FROM s ORDER BY epoch, k, name")))
+            self._by_case = array("I", (i for (i,) in db.execute("SELECT i FROM s ORDER BY k, epoch, name")))
         finally:
             db.close()
         self.sample_count = len(self._by_epoch)

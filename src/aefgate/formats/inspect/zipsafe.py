@@ -257,8 +257,10 @@ class Archive:
                 raise self.refuse(damaged, "members whose data overlap (or run into the directory)",
                                   self._name_at(f, prev))
             limit[prev] = cd_offset
-        self._entry_at = entry_at
-        self._limit = limit
+        # kept per member for the archive's life: 4 bytes each when the positions fit (a directory and an archive
+        # below 4 GiB), not 8
+        self._entry_at = entry_at if cd_size >> 32 else array("I", entry_at)
+        self._limit = limit if cd_offset >> 32 else array("I", limit)
 
     def _name_at(self, f: BinaryIO, index: int) -> str:
         for i, (m, _, _) in enumerate(self._scan(f)):
