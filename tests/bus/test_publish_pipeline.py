@@ -182,3 +182,251 @@ def test_http_batches_from_the_child_with_a_spool(tmp_path) -> None:
         rep = resume(tmp_path / "sp", to=rx.url)
     assert rep.ok and rep.acked == rep.total == n - 4 and rep.pending == 0
     assert received_events(rx) == expected[4:]
+
+
+# -- the export beside the verification (docs/design/bus.md, "Pipeline") ----------------------------------------------
+#
+# The forked child starts the verification in a grandchild and exports into an unlinked temporary file meanwhile.
+# The tests order the two processes with marker files (no timing): wrappers of aef_aep._verify_intact (run by the
+# grandchild) and of aef_aep._verified_lines (run by the exporting child) wait for each other's markers; the
+# monkeypatches are made before the fork, so both processes inherit them.
+
+
+def _wait_for(path, deadline: float = 120.0) -> None:
+    """Until ``path`` exists (a marker the other process writes); gives up after ``deadline`` s so that a broken
+    ordering fails the test's assertions instead of hanging it."""
+    end = time.monotonic() + deadline
+    while not path.exists() and time.monotonic() < end:
+        time.sleep(0.005)
+
+
+def _children() -> set[int]:
+    """The pids of this process's children (zombies included: they are children until reaped)."""
+    out: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                out |= {int(p) for p in f.read().split()}
+        except OSError:
+            pass
+    return out
+
+
+def _flip(path) -> None:
+    """A change that keeps every line decodable (and the file's length): only a digest sees it."""
+    data = path.read_bytes()
+    assert b'"passed"' in data
+    path.write_bytes(data.replace(b'"passed"', b'"failed"', 1))
+
+
+class _Order:
+    """The markers and the wrappers (installed with :meth:`install`)."""
+
+    def __init__(self, tmp, monkeypatch) -> None:
+        from aefgate.converters import aef_aep
+
+        self.dir = tmp / "markers"
+        self.dir.mkdir()
+        self.verified = self.dir / "verified"  # the grandchild's verification is done (its verdict not yet sent)
+        self.exported = self.dir / "exported"  # the pre-export has read every line of results.ndjson
+        self.pre_done = self.dir / "pre-done"  # the pre-export has written its last record and ends
+        self.pid = self.dir / "verifier.pid"
+        self.pre = self.dir / "pre.pid"  # the pre-export's pid and niceness
+        self.spilled = self.dir / "spilled"  # the child opened its temporary file
+        self.aef_aep = aef_aep
+        self.monkeypatch = monkeypatch
+        self.real_verify = aef_aep._verify_intact
+
+    def install(self, *, verdict_after_export: bool = False, before_reading=None) -> None:
+        import tempfile
+
+        from aefgate.bus import pipeline
+
+        order = self
+        real_iter = pipeline._Lines.__iter__
+        real_pre = pipeline._pre_export
+
+        def verify(root, policy=None):
+            order.pid.write_text(str(os.getpid()))
+            try:
+                return order.real_verify(root, policy)
+            finally:
+                order.verified.touch()
+                if verdict_after_export:  # the pre-export has done all its work: the verdict finds it complete
+                    _wait_for(order.pre_done)
+
+        def lines(self):
+            if self.start == 0 and not order.pre.exists():  # the pre-export (or, without one, the child)
+                order.pre.write_text(f"{os.getpid()} {os.sched_getscheduler(0)}")
+                if before_reading is not None:  # once the grandchild has read the run
+                    _wait_for(order.verified)
+                    before_reading()
+            yield from real_iter(self)
+            if self.eof:
+                order.exported.touch()
+
+        def pre_export(*args, **kwargs):
+            try:
+                return real_pre(*args, **kwargs)
+            finally:
+                order.pre_done.touch()
+
+        real_tmp = tempfile.TemporaryFile
+
+        def temporary_file(*args, **kwargs):
+            order.spilled.touch()
+            return real_tmp(*args, **kwargs)
+
+        self.monkeypatch.setattr(self.aef_aep, "_verify_intact", verify)
+        self.monkeypatch.setattr(pipeline._Lines, "__iter__", lines)
+        self.monkeypatch.setattr(pipeline, "_pre_export", pre_export)
+        self.monkeypatch.setattr(tempfile, "TemporaryFile", temporary_file)
+
+    def gone(self) -> bool:
+        """The verifying grandchild and the pre-export were reaped (no /proc entry: not even a zombie)."""
+        pids = [int(self.pid.read_text())]
+        if self.pre.exists():
+            pids.append(int(self.pre.read_text().split()[0]))
+        return not any(os.path.exists(f"/proc/{p}") for p in pids)
+
+    def pre_policy(self) -> int:
+        return int(self.pre.read_text().split()[1])
+
+
+@pytest.fixture
+def tmpdir_for_spill(tmp_path, monkeypatch):
+    """The temporary directory the child's unlinked file is made in (checked empty afterwards)."""
+    import tempfile
+
+    d = tmp_path / "tmp"
+    d.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(d))
+    return d
+
+
+def test_run_that_does_not_verify_export_done_first_sends_nothing(nats_server, tmp_path, monkeypatch, capsys,
+                                                                   tmpdir_for_spill) -> None:
+    run = copy_run(RUN, tmp_path / "run")
+    _flip(run / "results.ndjson")  # no longer what the seal records
+    order = _Order(tmp_path, monkeypatch)
+    order.install(verdict_after_export=True)
+    before = _children()
+    code, out, err = cli("publish", run, "--to", f"{nats_server.url}/aef.bad2", "--create-stream", "--spool",
+                         tmp_path / "sp", "--json", capsys=capsys)
+    assert code == 1 and "[AEP-1]" in err and "only a run that verifies intact" in err
+    assert order.exported.exists() and order.spilled.exists()  # the export was done (buffered) before the verdict
+    # by the pre-export, at the lowest priority: it takes only the CPU the verification leaves
+    assert order.pre_policy() == os.SCHED_IDLE
+    assert stream_count(nats_server.url, "AEF_BAD2") == -1  # nothing sent, no stream created
+    assert not (tmp_path / "sp").exists()
+    assert list(tmpdir_for_spill.iterdir()) == []  # the temporary file is gone (it never had a name)
+    assert _children() <= before and order.gone()  # child and grandchild reaped
+
+
+def test_run_changed_after_verification_export_done_first(nats_server, tmp_path, monkeypatch, capsys,
+                                                          tmpdir_for_spill) -> None:
+    run = copy_run(RUN, tmp_path / "run")
+    order = _Order(tmp_path, monkeypatch)
+    # the grandchild verifies the sealed bytes; then (before reading) the pre-export's file is changed
+    order.install(verdict_after_export=True, before_reading=lambda: _flip(run / "results.ndjson"))
+    before = _children()
+    code, out, err = cli("publish", run, "--to", f"{nats_server.url}/aef.changed", "--create-stream", "--json",
+                         capsys=capsys)
+    assert code == 1 and "[AEP-1]" in err and "the run changed after it was verified" in err, err
+    assert json.loads(out)["error"]["where"] == "results.ndjson"
+    assert stream_count(nats_server.url, "AEF_CHANGED") == -1  # found before V: nothing sent
+    assert list(tmpdir_for_spill.iterdir()) == []
+    assert _children() <= before and order.gone()
+
+
+def test_run_changed_after_verification_verdict_first(nats_server, tmp_path, monkeypatch, capsys,
+                                                      tmpdir_for_spill) -> None:
+    run = big_run(tmp_path, 2_000)
+    n = len(list(export_events(run)))
+    monkeypatch.setenv("AEFGATE_PUBLISH_BUFFER", "1")  # full after the first frame: the verdict is waited for
+    order = _Order(tmp_path, monkeypatch)
+    order.install(before_reading=lambda: _flip(run / "results.ndjson"))
+    before = _children()
+    code, out, err = cli("publish", run, "--to", f"{nats_server.url}/aef.late", "--create-stream", "--json",
+                         capsys=capsys)
+    # V came with the first frame; the digest, compared before D, refuses the export (exit 1) after the events
+    assert code == 1 and "[AEP-1]" in err and "the run changed after it was verified" in err, err
+    assert json.loads(out)["error"]["where"] == "results.ndjson"
+    # events were sent before the refusal (how many reached the stream depends on when the parent met the R frame)
+    assert 0 < stream_count(nats_server.url, "AEF_LATE") <= n
+    assert list(tmpdir_for_spill.iterdir()) == []
+    assert _children() <= before and order.gone()
+
+
+def test_blob_changed_after_verification(nats_server, tmp_path, monkeypatch, capsys, tmpdir_for_spill) -> None:
+    run = copy_run(RUN, tmp_path / "run")
+    blob = next(p for p in (run / "blobs").rglob("*") if p.is_file())
+    order = _Order(tmp_path, monkeypatch)
+    order.install(verdict_after_export=True, before_reading=lambda: blob.write_bytes(b"not what was sealed\n"))
+    code, out, err = cli("publish", run, "--to", f"{nats_server.url}/aef.blob", "--create-stream",
+                         "--max-capture", "full", "--json", capsys=capsys)
+    assert code == 1 and "the run changed after it was verified" in err, err
+    assert json.loads(out)["error"]["where"].startswith("blobs/sha256/")
+    assert stream_count(nats_server.url, "AEF_BLOB") == -1
+
+
+@pytest.mark.parametrize("cap", ["0", "1", "300000", None])
+def test_buffer_bounds_give_the_same_messages(nats_server, tmp_path, monkeypatch, tmpdir_for_spill, cap) -> None:
+    # 0: no pre-export; 1: it stops after its first frame; 300000: after a few frames; None: the default bound,
+    # the pre-export stopped by the verdict or done first; each against the in-process producer
+    run = big_run(tmp_path, 3_000)
+    n = len(list(export_events(run)))
+    before = _children()
+    monkeypatch.setenv("AEFGATE_WORKERS", "0")
+    rep = publish(run, f"{nats_server.url}/plain.s", create_stream=True)
+    monkeypatch.delenv("AEFGATE_WORKERS")
+    assert rep.ok and rep.acked == n
+    if cap is not None:
+        monkeypatch.setenv("AEFGATE_PUBLISH_BUFFER", cap)
+    rep = publish(run, f"{nats_server.url}/capped.s", create_stream=True, spool=tmp_path / "sp")
+    assert rep.ok and rep.acked == n and rep.pending == 0
+    assert stream_messages(nats_server.url, "CAPPED_S") == stream_messages(nats_server.url, "PLAIN_S")
+    assert list(tmpdir_for_spill.iterdir()) == []
+    assert _children() <= before
+
+
+def test_structured_fast_path_is_codec_message() -> None:
+    # the child's structured encoder gives codec.message's bytes, for the usual events and for the others
+    from aefgate.bus import codec
+    from aefgate.bus.pipeline import _encoder
+
+    encode = _encoder("nats", "cloudevents", "structured", 1, False)
+    events = list(export_events(RUN, max_capture="full"))
+    base = events[0]
+    variants = [dict(base, seq=2**31 - 1), dict(base, time="2028-02-29T00:00:00Z"), dict(base, cause="c-1"),
+                dict(base, traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01"), dict(base, ext1="x"),
+                dict(base, time="2024-02-29T23:59:60.5+01:00"), dict(base, data={"x": None})]
+    for ev in events + variants:
+        headers, body = codec.message(ev, "cloudevents", "structured")
+        assert encode(ev) == (ev["id"], {**headers, "Nats-Msg-Id": ev["id"]}, body, None, None)
+    refused = [dict(base, seq=2**31), dict(base, seq=True), dict(base, time="2026-02-29T00:00:00Z"),
+               dict(base, time="2026-02-30T00:00:00Z"),
+               dict(base, id=""), dict(base, run="a\nb"), dict(base, severity="loud"), dict(base, type="nope"),
+               dict(base, data=[1]), dict(base, agent=["x"]), dict(base, source="s\x7f"),
+               dict(base, data={"x": float("nan")}), dict(base, agent=type("S", (str,), {})(base["agent"]))]
+    for ev in refused:
+        with pytest.raises(Refusal) as want:
+            codec.message(ev, "cloudevents", "structured")
+        with pytest.raises(Refusal) as got:
+            encode(ev)
+        assert (got.value.rule, got.value.message, got.value.where) == \
+            (want.value.rule, want.value.message, want.value.where)
+
+
+def test_refusal_of_the_bridge_in_the_pre_export(nats_server, monkeypatch, tmpdir_for_spill) -> None:
+    # an agent the CloudEvents bridge refuses (a control character): the pre-export meets the refusal before the
+    # verdict; it is raised after V, as in one process
+    got = []
+    for workers in (None, "0"):
+        if workers is not None:
+            monkeypatch.setenv("AEFGATE_WORKERS", workers)
+        with pytest.raises(Refusal) as e:
+            publish(RUN, f"{nats_server.url}/bridge.s{len(got)}", create_stream=True, agent="bad\x01agent")
+        got.append((e.value.rule, e.value.where, e.value.exit_code))
+    assert got[0] == got[1] and got[0][0] in ("B4", "CE-2")
+    assert list(tmpdir_for_spill.iterdir()) == []

@@ -248,6 +248,7 @@ class _Export:
             j.get("model") for j in run.get("judges") or () if isinstance(j, dict) and j.get("calibration")
         )
         self.seq = 0
+        self.check_blobs = False  # a blob read must hash to its name (set by an export beside the verification)
 
     def envelope(self, eid: str, etype: str, time: str, run: str | None, cause: str | None,
                  traceparent: str | None, severity: str, data: dict) -> dict:
@@ -281,8 +282,18 @@ class _Export:
             return None
         hexd = blob[7:]
         try:
-            return (self.root / "blobs" / "sha256" / hexd[:2] / hexd).read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError):  # withheld ([OVL-10]) or not text: no explanation
+            data = (self.root / "blobs" / "sha256" / hexd[:2] / hexd).read_bytes()
+        except OSError:  # withheld ([OVL-10]): no explanation
+            return None
+        if self.check_blobs:  # read beside the verification (aefgate.bus.pipeline): the bytes are the blob's name
+            import hashlib
+
+            if hashlib.sha256(data).hexdigest() != hexd.lower():
+                raise Refusal("AEP-1", "the run changed after it was verified", f"blobs/sha256/{hexd[:2]}/{hexd}",
+                              exit_code=EXIT_INTEGRITY)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:  # not text: no explanation
             return None
 
     def aef_object(self, line: Mapping[str, Any]) -> dict:
@@ -364,10 +375,28 @@ def _prepare(
     cause_map: Any = None,
     policy: Any = None,
 ) -> tuple[_Export, list[dict], set[str], Any]:
-    """AEP-1, AEP-3, AEP-7, AEP-8: verify the run and check the options; what the stream of events needs."""
-    from aefgate.formats.aef.overlays import verify_chain
-    from aefgate.formats.aef.verifier import verify_run
+    """AEP-1, AEP-3, AEP-7, AEP-8: verify the run and check the options; what the stream of events needs.
 
+    Three steps, which ``aefgate.bus.pipeline`` also runs apart (the verification beside the export):
+    :func:`_check_options`, :func:`_verify_intact`, :func:`_context`."""
+    opts = _check_options(run_dir, max_capture=max_capture, agent=agent, source_host=source_host,
+                          cause_map=cause_map)
+    v = _verify_intact(opts.root, policy)
+    return _context(opts, v.run_hash)
+
+
+class _Options:
+    """The export's options, checked (:func:`_check_options`)."""
+
+    __slots__ = ("root", "level", "host", "cmap", "agent")
+
+    def __init__(self, root: Path, level: str, host: str, cmap: dict[str, str], agent: str | None):
+        self.root, self.level, self.host, self.cmap, self.agent = root, level, host, cmap, agent
+
+
+def _check_options(run_dir: str | os.PathLike[str], *, max_capture: str = "metadata", agent: str | None = None,
+                   source_host: str | None = None, cause_map: Any = None) -> _Options:
+    """AEP-8, AEP-3, AEP-7 and RUN-1, in this order: what is checked before the verification."""
     root = Path(run_dir)
     level = _check_level(max_capture)
     host = _check_host(source_host if source_host not in (None, "") else "aefgate")
@@ -376,12 +405,29 @@ def _prepare(
         raise Refusal("AEP-3", "the agent is a non-empty string", "agent")
     if not (root / "run.json").is_file() or root.is_symlink():
         raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(root))
+    return _Options(root, level, host, cmap, agent)
+
+
+def _verify_intact(root: Path, policy: Any = None):
+    """AEP-1: the run's :class:`Verification`, when it is ``intact``; refused otherwise (exit 1)."""
+    from aefgate.formats.aef.verifier import verify_run
+
     v = verify_run(root, policy=policy)
     if v.outcome != "intact":
         detail = f": {v.problems[0][1]} at {v.problems[0][0]}" if v.problems else ""
         raise Refusal("AEP-1", f"only a run that verifies intact is exported; this one is {v.outcome}{detail}",
                       str(root), exit_code=EXIT_INTEGRITY)
-    run = jsonio.read_json(root / "run.json")
+    return v
+
+
+def _context(opts: _Options, run_hash: str, run: dict | None = None) -> tuple[_Export, list[dict], set[str], Any]:
+    """What follows the verification: the run header (``run``, when the caller read run.json itself), the
+    ceiling (AEP-8), the agent (AEP-3), the overlay decisions (AEP-12); ``run_hash`` names the events (AEP-4)."""
+    from aefgate.formats.aef.overlays import verify_chain
+
+    root, level, agent = opts.root, opts.level, opts.agent
+    if run is None:
+        run = jsonio.read_json(root / "run.json")
     run_level = "full" if run.get("contentCapture", "on") == "on" else "metadata"  # AEP-8, [SEC-6]
     ceiling = min(level, run_level, key=_RANK.__getitem__)
     redact: Any = None
@@ -400,7 +446,7 @@ def _prepare(
     if agent is None:
         subject = run.get("subject") or {}
         agent = (subject.get("telemetry") or {}).get("agentId") or subject.get("ref") or run["runId"]
-    ctx = _Export(root, run, v.run_hash, "full" if redact is not None else ceiling, agent, host, cmap)
+    ctx = _Export(root, run, run_hash, "full" if redact is not None else ceiling, agent, opts.host, opts.cmap)
 
     chain = verify_chain(root)
     decisions = [ln.event for ln in chain.lines if ln.ok and ln.event.get("kind") in OVERLAY_SEVERITY]
