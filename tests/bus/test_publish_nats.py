@@ -216,3 +216,72 @@ def test_kill_mid_publish_then_resume(nats_server, tmp_path) -> None:
     # resuming a spool with nothing pending does nothing, successfully
     rep3 = resume(spool)
     assert rep3.ok and rep3.total == 0
+
+
+def test_header_blocks_sent_as_they_are_match_nats_py(nats_server) -> None:
+    """The wire (docs/design/bus.md): a header block made where the event is encoded goes out as exactly the HPUB
+    nats-py's own ``publish`` writes for the same headers (bytes compared on a live connection), and the server
+    stores the same message either way; with ``AEFGATE_NATS_RAW=0`` the block is sent through ``publish``."""
+    import os
+
+    from aefgate.bus.nats_sink import NatsSink
+    from aefgate.bus.publish import parse_destination
+    from aefgate.bus.retry import Policy
+
+    events = list(export_events(RUN, max_capture="full"))
+    cases = []
+    for ev in events[:3]:
+        for fmt, mode in (("cloudevents", "structured"), ("cloudevents", "binary"), ("aep", "structured")):
+            headers, body = codec.message(ev, fmt, mode)
+            headers["Nats-Msg-Id"] = f"{ev['id']}.{fmt}.{mode}"  # one stored message each
+            cases.append((headers, body))
+    # odd values nats-py rewrites: stripped, CR/LF as spaces
+    cases.append(({"content-type": " text/plain ", "X-Odd": "a\r\nb", "Nats-Msg-Id": "odd-1"}, b"{}"))
+    assert codec.nats_header_block({"bad name": "x"}) is None and codec.nats_header_block({" ": "x"}) is None
+
+    async def go(raw: bool) -> tuple[list[bytes], list[bytes]]:
+        results = []
+        sink = NatsSink(parse_destination(f"{nats_server.url}/wire.{int(raw)}"), "cloudevents", "structured",
+                        Policy(retries=1, timeout=10), 8, True, lambda it, st, why: results.append(st))
+        await sink.open()
+        assert sink.fatal is None and sink._raw is raw
+        nc = sink.nc
+        ours, theirs = [], []
+        real = nc._send_command
+
+        async def capture(cmd, priority=False):
+            ours.append(bytes(cmd))
+            await real(cmd, priority)
+
+        nc._send_command = capture
+        from aefgate.bus.sinks import Item
+
+        for i, (headers, body) in enumerate(cases):
+            it = Item(i, None, headers["Nats-Msg-Id"])
+            it.headers, it.body = codec.nats_header_block(headers), body
+            await sink.submit(it)
+        await sink.flush()
+
+        async def keep(cmd, priority=False):  # nats-py's own bytes for the same sends, not sent
+            theirs.append(bytes(cmd))
+
+        nc._send_command = keep
+        for i, (headers, body) in enumerate(cases):
+            await nc.publish(sink.dest.subject, body, reply=f"{sink._prefix}{i + 1}", headers=dict(headers))
+        nc._send_command = real
+        await sink.close()
+        assert results == ["acked"] * len(cases)
+        return ours, theirs
+
+    ours, theirs = asyncio.run(go(True))
+    assert ours == theirs and len(ours) == len(cases)
+    os.environ["AEFGATE_NATS_RAW"] = "0"
+    try:
+        ours0, theirs0 = asyncio.run(go(False))
+    finally:
+        del os.environ["AEFGATE_NATS_RAW"]
+    assert ours0 == theirs0 and len(ours0) == len(cases)
+    stored = stream_messages(nats_server.url, stream_name("wire.1"))
+    assert stored == stream_messages(nats_server.url, stream_name("wire.0"))
+    assert [(h, b) for h, b in stored] == [
+        ({k.strip(): v.strip().replace("\r", " ").replace("\n", " ") for k, v in h.items()}, b) for h, b in cases]

@@ -13,6 +13,7 @@ JSON event format, with the header ``content-type: application/cloudevents+json`
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Mapping
 
 from aefgate.errors import Refusal
@@ -60,6 +61,37 @@ def line(event: dict, fmt: str, mode: str) -> bytes:
         headers, body = to_binary_http(event)
         return jsonio.dump_line({"headers": headers, "body": body.decode("utf-8")})
     return jsonio.dump_line(ce_forward(event))
+
+
+# nats-py's own rules for a header block (nats/aio/client.py, ``Client._send_publish``, 2.16): a name is an RFC 7230
+# token, CR and LF in a value are written as spaces, names and values are stripped
+_NATS_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_NATS_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
+
+
+def nats_header_block(headers: Mapping[str, str]) -> bytes | None:
+    """The header block of a NATS ``HPUB`` carrying ``headers``, byte for byte what nats-py's ``publish`` writes for
+    them (``NATS/1.0``, a ``name: value`` line each, a blank line), so that it can be built once, where the event is
+    encoded, instead of on every send. None when a name is empty or not a token (nats-py skips or refuses it: such a
+    message is sent through ``publish`` itself)."""
+    parts = [b"NATS/1.0\r\n"]
+    for k, v in headers.items():
+        name = k.strip()
+        if not name or not _NATS_NAME.fullmatch(name):
+            return None
+        parts.append(b"%s: %s\r\n" % (name.encode(), v.strip().translate(_NATS_NEWLINES).encode()))
+    parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+def parse_header_block(block: bytes) -> dict[str, str]:
+    """The headers of a block :func:`nats_header_block` made (for a client that cannot send the block as it is)."""
+    out = {}
+    for ln in block.decode().split("\r\n")[1:]:
+        if ln:
+            name, _, value = ln.partition(": ")
+            out[name] = value
+    return out
 
 
 def from_nats(headers: Mapping[str, str] | None, payload: bytes, *, where: str = "") -> dict:

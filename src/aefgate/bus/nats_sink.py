@@ -59,6 +59,20 @@ def _api_error(err: dict) -> Exception:
     return cls(**kw)
 
 
+_RAW_MEMBERS = ("_send_command", "_flush_queue", "_flush_pending", "_pending_data_size", "_max_pending_size",
+                "_max_payload", "stats", "is_closed", "is_draining_pubs", "is_connected")
+
+
+def raw_path(nc: Any) -> bool:
+    """Whether header blocks can be sent as they are on this nats-py client ("The wire", docs/design/bus.md): it has
+    the members nats-py's own ``publish`` uses (2.9 to 2.16), and ``AEFGATE_NATS_RAW`` is not ``0``."""
+    import os
+
+    if os.environ.get("AEFGATE_NATS_RAW", "").strip() == "0":
+        return False
+    return all(hasattr(nc, m) for m in _RAW_MEMBERS) and isinstance(getattr(nc, "stats", None), dict)
+
+
 def _describe(e: BaseException) -> str:
     text = str(e).strip() or type(e).__name__
     return f"{type(e).__name__}: {text}" if type(e).__name__ not in text else text
@@ -90,6 +104,10 @@ class NatsSink:
         self._idle: asyncio.Event | None = None
         self._watchdog: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._raw = False  # header blocks are sent as they are ("The wire")
+        self._head = b""
+        self._first_wait = policy.attempt_wait(policy.timeout)
+        self._errors: Any = None
 
     # -- connection ------------------------------------------------------------------------------------------------
 
@@ -157,6 +175,11 @@ class NatsSink:
         except Exception as e:
             self.fatal = f"cannot subscribe at {self.dest.display}: {_describe(e)}"
             return
+        import nats.errors
+
+        self._errors = nats.errors
+        self._raw = raw_path(self.nc)
+        self._head = b"HPUB " + subject.encode() + b" " + self._prefix.encode()
         self._watchdog = asyncio.get_running_loop().create_task(self._watch_acks())
 
     async def close(self) -> None:
@@ -185,27 +208,71 @@ class NatsSink:
             headers, body = codec.message(item.event, self.fmt, self.mode)
             headers["Nats-Msg-Id"] = item.id
             item.headers, item.body = headers, body
-        item.deadline = time.monotonic() + self.policy.timeout
+        now = time.monotonic()
+        item.deadline = now + self.policy.timeout
         item.attempt = 0
+        if not self._outstanding:
+            self._idle.clear()
         self._outstanding += 1
-        self._idle.clear()
-        await self._send(item)
+        # the first attempt (as _send, with the deadline just set)
+        self.attempts += 1
+        self._seq = seq = self._seq + 1
+        token = str(seq)
+        item.expiry = now + self._first_wait
+        self._inflight[token] = item  # before the publish: its answer can come while the publish awaits
+        try:
+            await self._publish(seq, token, item)
+        except Exception as e:  # the connection is closed, the outbound buffer full ...
+            if self._inflight.pop(token, None) is not None:
+                self._failed_attempt(item, e)
 
     async def flush(self) -> None:
         await self._idle.wait()
 
     async def _send(self, item: Item) -> None:
-        remaining = item.deadline - time.monotonic()
+        now = time.monotonic()
         self.attempts += 1
-        self._seq += 1
-        token = str(self._seq)
-        item.expiry = time.monotonic() + self.policy.attempt_wait(remaining)
+        self._seq = seq = self._seq + 1
+        token = str(seq)
+        item.expiry = now + self.policy.attempt_wait(item.deadline - now)
         self._inflight[token] = item  # before the publish: its answer can come while the publish awaits
         try:
-            await self.nc.publish(self.dest.subject, item.body, reply=self._prefix + token, headers=item.headers)
+            await self._publish(seq, token, item)
         except Exception as e:  # the connection is closed, the outbound buffer full ...
             if self._inflight.pop(token, None) is not None:
                 self._failed_attempt(item, e)
+
+    async def _publish(self, seq: int, token: str, item: Item) -> None:
+        """One core-NATS publish of the item with the reply subject ``<inbox>.<seq>``. A header block (the
+        producer's) goes out as it is, as the ``HPUB`` nats-py's ``publish`` would have written ("The wire")."""
+        hdr, body = item.headers, item.body
+        nc = self.nc
+        if type(hdr) is not bytes:
+            await nc.publish(self.dest.subject, body, reply=self._prefix + token, headers=hdr)
+            return
+        if not self._raw:
+            await nc.publish(self.dest.subject, body, reply=self._prefix + token,
+                             headers=codec.parse_header_block(hdr))
+            return
+        # nats-py's Client.publish and _send_publish (2.9 to 2.16), but for the header block, which is given
+        errors = self._errors
+        if nc.is_closed:
+            raise errors.ConnectionClosedError
+        if nc.is_draining_pubs:
+            raise errors.ConnectionDrainingError
+        size = len(body)
+        if not nc.is_connected and (nc._max_pending_size <= 0
+                                    or size + nc._pending_data_size > nc._max_pending_size):
+            raise errors.OutboundBufferLimitError
+        if size > nc._max_payload:
+            raise errors.MaxPayloadError
+        hl = len(hdr)
+        stats = nc.stats
+        stats["out_msgs"] += 1
+        stats["out_bytes"] += size
+        await nc._send_command(b"%s%d %d %d\r\n%s%s\r\n" % (self._head, seq, hl, hl + size, hdr, body))
+        if nc._flush_queue is not None and nc._flush_queue.empty():
+            await nc._flush_pending()
 
     async def _on_reply(self, msg: Any) -> None:
         """One JetStream answer: a PubAck (``{"stream", "seq"[, "duplicate": true]}``), an API error

@@ -72,25 +72,30 @@ def _send(fd: int, kind: bytes, payload: Any) -> None:
 
 def _encoder(kind: str, fmt: str, mode: str, batch: int, spool_lines: bool):
     """``event -> (id, headers, body, line, event)``: what is sent for it (NATS: the binding's headers with
-    ``Nats-Msg-Id``, and the payload; HTTP, one event a request: headers and body), its spool line when there is a
-    spool, and the event itself only where the sink needs it (an HTTP batch is encoded by the sink)."""
+    ``Nats-Msg-Id``, as a header block (:func:`codec.nats_header_block`) when they make one, and the payload; HTTP,
+    one event a request: headers and body), its spool line when there is a spool, and the event itself only where
+    the sink needs it (an HTTP batch is encoded by the sink)."""
     from aefgate.bus import codec
     from aefgate.formats.aef import jsonio
 
-    message, dump_line = codec.message, jsonio.dump_line
+    message, dump_line, block = codec.message, jsonio.dump_line, codec.nats_header_block
     if fmt == "cloudevents" and mode == "structured":
         message = _structured(message)
-    nats = kind == "nats"
     if kind == "http" and batch > 1:
         def encode(ev: dict) -> tuple:
             return ev.get("id"), None, None, dump_line(ev) if spool_lines else None, ev
-    else:
+    elif kind == "nats":
         def encode(ev: dict) -> tuple:
+            # the headers as the header block the sink sends as it is (NatsSink: "The wire"), when they make one
             eid = ev.get("id")
             headers, body = message(ev, fmt, mode)
-            if nats:
-                headers["Nats-Msg-Id"] = eid
-            return eid, headers, body, dump_line(ev) if spool_lines else None, None
+            headers["Nats-Msg-Id"] = eid
+            hdr = block(headers) if type(eid) is str else None
+            return eid, headers if hdr is None else hdr, body, dump_line(ev) if spool_lines else None, None
+    else:
+        def encode(ev: dict) -> tuple:
+            headers, body = message(ev, fmt, mode)
+            return ev.get("id"), headers, body, dump_line(ev) if spool_lines else None, None
     return encode
 
 
@@ -864,9 +869,7 @@ class Producer:
                 if kind == b"M":
                     items = []
                     for eid, headers, body, line, event in payload:
-                        it = Item(index, event, eid)
-                        it.headers, it.body, it.line = headers, body, line
-                        items.append(it)
+                        items.append(Item(index, event, eid, headers, body, line))
                         index += 1
                     self.count = index
                     yield items

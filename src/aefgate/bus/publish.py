@@ -456,6 +456,7 @@ def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudeve
         from aefgate.bus.pipeline import Producer
 
         with Producer(run_dir, options, **spec) as producer:
+            _load_client(dest.kind)  # while the child verifies: the client library is not loaded after the verdict
             producer.verified()  # the run verifies (AEP-1) and the options are accepted, or this raises
             report = PublishReport(to=dest.display, kind=dest.kind, format=format, mode=mode, run=str(run_dir))
             t0 = time.perf_counter()
@@ -473,6 +474,14 @@ def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudeve
         report.spool = str(spool_path)
         report.pending = sp.close(compact=True, updates={"updatedAt": _now()})
     return report
+
+
+def _load_client(kind: str) -> None:
+    """Import what the sink of ``kind`` uses: nats-py (with aiohttp, ~0.3 s) for NATS."""
+    if kind == "nats":
+        import nats  # noqa: F401
+        import nats.errors  # noqa: F401
+        import nats.js.errors  # noqa: F401
 
 
 def _fork_producer() -> bool:

@@ -16,13 +16,14 @@ class Item:
 
     __slots__ = ("index", "id", "event", "headers", "body", "line", "deadline", "attempt", "expiry")
 
-    def __init__(self, index: int, event: dict | None, id: str | None = None) -> None:
+    def __init__(self, index: int, event: dict | None, id: str | None = None, headers: dict | bytes | None = None,
+                 body: bytes | None = None, line: bytes | None = None) -> None:
         self.index = index
         self.id = event.get("id") if id is None and event is not None else id
         self.event = event
-        self.headers: dict | None = None
-        self.body: bytes | None = None
-        self.line: bytes | None = None
+        self.headers = headers  # a dict, or (NATS) the header block the producer made
+        self.body = body
+        self.line = line
         self.deadline = 0.0
         self.attempt = 0
         self.expiry = 0.0
