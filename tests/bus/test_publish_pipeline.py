@@ -239,10 +239,13 @@ class _Order:
         self.monkeypatch = monkeypatch
         self.real_verify = aef_aep._verify_intact
 
-    def install(self, *, verdict_after_export: bool = False, before_reading=None) -> None:
+    def install(self, *, verdict_after_export: bool = False, before_reading=None, after_verify=None) -> None:
         import tempfile
 
         from aefgate.bus import pipeline
+
+        if "AEFGATE_PUBLISH_BUFFER" not in os.environ:  # the pre-export is off by default: these tests are about it
+            self.monkeypatch.setenv("AEFGATE_PUBLISH_BUFFER", str(pipeline.SUGGESTED_BUFFER))
 
         order = self
         real_iter = pipeline._Lines.__iter__
@@ -251,7 +254,10 @@ class _Order:
         def verify(root, policy=None):
             order.pid.write_text(str(os.getpid()))
             try:
-                return order.real_verify(root, policy)
+                verdict = order.real_verify(root, policy)
+                if after_verify is not None:  # the run changes once verified, before the verdict is sent
+                    after_verify()
+                return verdict
             finally:
                 order.verified.touch()
                 if verdict_after_export:  # the pre-export has done all its work: the verdict finds it complete
@@ -259,7 +265,9 @@ class _Order:
 
         def lines(self):
             if self.start == 0 and not order.pre.exists():  # the pre-export (or, without one, the child)
-                order.pre.write_text(f"{os.getpid()} {os.sched_getscheduler(0)}")
+                tmp = order.pre.with_name(f"pre.{os.getpid()}.tmp")  # whole or absent: the process may be killed
+                tmp.write_text(f"{os.getpid()} {os.sched_getscheduler(0)}")
+                os.replace(tmp, order.pre)
                 if before_reading is not None:  # once the grandchild has read the run
                     _wait_for(order.verified)
                     before_reading()
@@ -347,7 +355,11 @@ def test_run_changed_after_verification_verdict_first(nats_server, tmp_path, mon
     n = len(list(export_events(run)))
     monkeypatch.setenv("AEFGATE_PUBLISH_BUFFER", "1")  # full after the first frame: the verdict is waited for
     order = _Order(tmp_path, monkeypatch)
-    order.install(before_reading=lambda: _flip(run / "results.ndjson"))
+    # changed between the verification and its verdict: whether the pre-export read the first frame before it was
+    # killed at the verdict or the child exports from the start, the lines read are the changed ones (a change made
+    # when the pre-export starts reading raced with that kill: a pre-export killed first left the run unchanged)
+    # (and the pre-export does not read before the verification is done)
+    order.install(after_verify=lambda: _flip(run / "results.ndjson"), before_reading=lambda: None)
     before = _children()
     code, out, err = cli("publish", run, "--to", f"{nats_server.url}/aef.late", "--create-stream", "--json",
                          capsys=capsys)
@@ -374,10 +386,11 @@ def test_blob_changed_after_verification(nats_server, tmp_path, monkeypatch, cap
     assert stream_count(nats_server.url, "AEF_BLOB") == -1
 
 
-@pytest.mark.parametrize("cap", ["0", "1", "300000", None])
+@pytest.mark.parametrize("cap", ["0", "1", "300000", "268435456", None])
 def test_buffer_bounds_give_the_same_messages(nats_server, tmp_path, monkeypatch, tmpdir_for_spill, cap) -> None:
-    # 0: no pre-export; 1: it stops after its first frame; 300000: after a few frames; None: the default bound,
-    # the pre-export stopped by the verdict or done first; each against the in-process producer
+    # 0: no pre-export; 1: it stops after its first frame; 300000: after a few frames; 256 MiB (the suggested
+    # bound): the pre-export stopped by the verdict or done first; None: the default (no pre-export); each against
+    # the in-process producer
     run = big_run(tmp_path, 3_000)
     n = len(list(export_events(run)))
     before = _children()

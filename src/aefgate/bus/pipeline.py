@@ -2,11 +2,13 @@
 "Pipeline").
 
 :class:`Producer` forks a child process that checks the export's options (as ``export_events`` does) and forks two
-grandchildren: one verifies the run (AEP-1) and sends its verdict; the other, at the lowest priority, exports the
-run's events from the start without waiting for the verdict and encodes each into what the destination sends
-(NATS: the headers with ``Nats-Msg-Id`` and the payload; HTTP one event per request: headers and body; HTTP batches:
-the AEP event itself, the sink encodes the batch), plus the spool line (``jsonio.dump_line`` of the AEP event) when
-there is a spool, as frames in an unlinked temporary file (at most :data:`BUFFER` bytes, ``AEFGATE_PUBLISH_BUFFER``).
+grandchildren: one verifies the run (AEP-1) and sends its verdict; the other (the pre-export: only when
+``AEFGATE_PUBLISH_BUFFER`` is set above 0, off by default), at the lowest priority, exports the run's events from
+the start without waiting for the verdict and encodes each into what the destination sends (NATS: the headers with
+``Nats-Msg-Id`` and the payload; HTTP one event per request: headers and body; HTTP batches: the AEP event itself,
+the sink encodes the batch), plus the spool line (``jsonio.dump_line`` of the AEP event) when there is a spool, as
+frames in an unlinked temporary file (at most ``AEFGATE_PUBLISH_BUFFER`` bytes). Without it the child exports
+everything after the verdict, with the same integrity checks.
 At the verdict the child stops the pre-export at a line's end; a refusal is sent on and the file dropped; an accepted
 verdict sends ``V``, the file's frames, then the rest of the export, made by the child from where the pre-export
 stopped. The parent reads the pipe in frames of :data:`FRAME` events (pickled: exact, and the cheapest to read back).
@@ -188,7 +190,10 @@ def encoded_items(events: Iterable[dict], *, kind: str, fmt: str, mode: str, bat
 
 # -- the child: the verification and the pre-export in grandchildren ---------------------------------------------------
 
-BUFFER = 256 << 20  # bytes of encoded frames the pre-export holds in the temporary file (AEFGATE_PUBLISH_BUFFER)
+# bytes of encoded frames the pre-export may hold in the temporary file (AEFGATE_PUBLISH_BUFFER; 0, the default: no
+# pre-export, the export follows the verdict; docs/design/bus.md, "Is it faster?")
+BUFFER = 0
+SUGGESTED_BUFFER = 256 << 20  # what AEFGATE_PUBLISH_BUFFER was by default until 2026-12-02 (about 240,000 events)
 QUEUE = 32 << 20  # bytes of frames made after the verdict waiting for the pipe (behind the file's), at most
 PRE_NICE = 19  # the pre-export's niceness where SCHED_IDLE is not available: it takes the CPU the verification leaves
 _DIGESTED = ("run.json", "results.ndjson")  # the sealed files the export reads whole (blobs: by their names)
@@ -199,7 +204,7 @@ class _Stop(Exception):
 
 
 def _buffer_cap() -> int:
-    """:data:`BUFFER`, or ``AEFGATE_PUBLISH_BUFFER`` (bytes; 0: no export before the verdict)."""
+    """``AEFGATE_PUBLISH_BUFFER``, else :data:`BUFFER` (bytes; 0: no export before the verdict)."""
     from aefgate.formats.aef.spill import bound
 
     return bound("AEFGATE_PUBLISH_BUFFER", BUFFER)
