@@ -448,3 +448,24 @@ def test_refusal_of_the_bridge_in_the_pre_export(nats_server, monkeypatch, tmpdi
         got.append((e.value.rule, e.value.where, e.value.exit_code))
     assert got[0] == got[1] and got[0][0] in ("B4", "CE-2")
     assert list(tmpdir_for_spill.iterdir()) == []
+
+
+def test_nats_header_blocks_of_the_encoder_are_nats_header_block() -> None:
+    # the encoder's shortcut (the repeated headers' block, then the id) gives nats_header_block's bytes, and ids
+    # nats-py would rewrite (spaces at the ends, CR/LF, non-ASCII) take the general path
+    from aefgate.bus.pipeline import _encoder
+
+    base = list(export_events(RUN))[0]
+    ids = [base["id"], " lead", "trail ", "in ner", "a\r\nb", "ünïcode", "x"]
+    for fmt, mode in (("aep", "structured"), ("cloudevents", "structured"), ("cloudevents", "binary")):
+        encode = _encoder("nats", fmt, mode, 1, False)
+        for eid in ids:
+            ev = dict(base, id=eid)
+            try:
+                headers, body = codec.message(ev, fmt, mode)
+            except Refusal:
+                continue  # the bridge refuses this id (as the encoder does: checked elsewhere)
+            headers["Nats-Msg-Id"] = eid
+            got = encode(ev)
+            assert got[1] == codec.nats_header_block(headers) and got[2] == body, (fmt, mode, eid)
+    assert b"Nats-Msg-Id: a  b\r\n" in _encoder("nats", "aep", "structured", 1, False)(dict(base, id="a\r\nb"))[1]
