@@ -638,8 +638,10 @@ def test_convert_through_the_registry(tmp_path: Path):
 # -- the export in worker processes (ranges of results.ndjson): the same bytes as in one process ----------------------
 
 
-def _export_both(run: Path, tmp: Path, monkeypatch, name: str, **opts) -> tuple[bytes, bytes, int]:
-    """The export with AEFGATE_WORKERS=0 and =2 (threshold lowered), and how often the parallel path ran."""
+def _export_both(run: Path, tmp: Path, monkeypatch, name: str, fn=None, **opts) -> tuple[bytes, bytes, int]:
+    """The export (``fn``, default ``to_aep``) with AEFGATE_WORKERS=0 and =2 (threshold lowered), and how often
+    the parallel path ran."""
+    fn = m.to_aep if fn is None else fn
     calls = []
     parallel = m._parallel_bytes
 
@@ -653,7 +655,7 @@ def _export_both(run: Path, tmp: Path, monkeypatch, name: str, **opts) -> tuple[
     for workers in ("0", "2"):
         monkeypatch.setenv("AEFGATE_WORKERS", workers)
         path = tmp / f"{name}-{workers}.jsonl"
-        m.to_aep(run, path, **opts)
+        fn(run, path, **opts)
         out[workers] = path.read_bytes()
     return out["0"], out["2"], len(calls)
 
@@ -714,6 +716,23 @@ def test_parallel_export_same_bytes_big_run(tmp_path: Path, monkeypatch, level: 
         assert fb[3]["cause"].endswith(f"{lines[1501]['resultId']}-e0")
         if opts:
             assert sum("cause" in e for e in events[:-4]) > 0
+
+
+@pytest.mark.parametrize("mode", ["structured", "binary"])
+def test_parallel_cloudevents_export_same_bytes(tmp_path: Path, monkeypatch, mode: str):
+    """export cloudevents runs through the same ranges (AEP-18): in one process and in workers, the bytes of each
+    AEP event's CloudEvents line, in order (the bench run with overlay decisions, and every example run)."""
+    from aefgate.converters.aep_cloudevents import _export_value
+    from aefgate.formats.aef import jsonio
+
+    monkeypatch.setattr(m, "_RANGE", 64 * 1024)
+    for k, run in enumerate([_big_run(tmp_path)] + list(RUNS)):
+        expected = b"".join(jsonio.dump_line(_export_value(ev, str(run), mode))
+                            for ev in m.export_events(run, max_capture="full"))
+        one, many, calls = _export_both(run, tmp_path, monkeypatch, f"ce-{mode}-{k}",
+                                        fn=lambda r, p, **o: m.to_cloudevents(r, p, mode=mode, **o),
+                                        max_capture="full")
+        assert calls == 1 and one == many == expected and one
 
 
 def test_parallel_export_default_threshold(tmp_path: Path, monkeypatch):

@@ -661,28 +661,31 @@ _LINES_ENCODER = _line_encoder()
 
 
 def _aep_bytes(ctx: _Export, decisions: list[dict], targets: set[str], redact,
-               parts: Path | None = None) -> Iterator[bytes | Path]:
+               parts: Path | None = None, encode=None) -> Iterator[bytes | Path]:
     """The export as JSONL, in pieces of many lines: :func:`_stream` encoded, the same bytes either way. With
     ``parts`` (a path prefix beside the destination), worker processes write their ranges to part files
-    ``<parts>-N`` and those are yielded (the caller appends and removes them) instead of the bytes."""
+    ``<parts>-N`` and those are yielded (the caller appends and removes them) instead of the bytes. ``encode``
+    turns a batch of events into their lines (default :func:`_encode`: the AEP events themselves; the CloudEvents
+    export gives its own, AEP-18)."""
+    encode = _encode if encode is None else encode
     path = ctx.root / "results.ndjson"
     size = path.stat().st_size
     workers = _workers_for(size)
     seen_targets: dict[str, tuple[str, str, Any, str]] = {}
     if workers:
-        yield from _parallel_bytes(ctx, path, size, workers, targets, seen_targets, redact, parts)
+        yield from _parallel_bytes(ctx, path, size, workers, targets, seen_targets, redact, parts, encode)
     else:
         batch: list[dict] = []
         for ev in _result_events(ctx, _verified_lines(path), targets, seen_targets, redact):
             batch.append(ev)
             if len(batch) >= _BATCH:
-                yield _encode(batch)
+                yield encode(batch)
                 batch = []
         if batch:
-            yield _encode(batch)
+            yield encode(batch)
     tail = list(_decision_events(ctx, decisions, seen_targets, redact))
     if tail:
-        yield _encode(tail)
+        yield encode(tail)
 
 
 def _workers_for(size: int) -> int:
@@ -711,7 +714,7 @@ class _Changed(Exception):
     """A line of a range no longer decodes (its line number in the range)."""
 
 
-_WORK: tuple | None = None  # (ctx, targets, redact) for the forked workers
+_WORK: tuple | None = None  # (ctx, targets, redact, encode) for the forked workers
 
 
 def _range_lines(data: bytes) -> Iterator[dict]:
@@ -806,7 +809,7 @@ def _export_range(path: Path, item: tuple[tuple[int, int], int, int, int, Path |
     its first seq, its event count, its part file or None), numbered and encoded: ``("ok", bytes or the part file
     holding them, seen targets)``, ``("changed", file line)`` or ``("refusal", rule, message, where, exit code)``.
     """
-    ctx, targets, redact = _WORK
+    ctx, targets, redact, encode = _WORK
     (offset, length), lineno, seq, events, part = item
     with open(path, "rb") as f:
         f.seek(offset)
@@ -821,12 +824,12 @@ def _export_range(path: Path, item: tuple[tuple[int, int], int, int, int, Path |
             for ev in _result_events(ctx, _range_lines(data), targets, seen, redact):
                 batch.append(ev)
                 if len(batch) >= _BATCH:
-                    blobs.append(_encode(batch))
+                    blobs.append(encode(batch))
                     batch = []
         except _Changed as e:
             changed = e.args[0]
         if batch:
-            blobs.append(_encode(batch))  # the events before a changed line come first, as in one process
+            blobs.append(encode(batch))  # the events before a changed line come first, as in one process
     except Refusal as e:
         return "refusal", e.rule, e.message, e.where, e.exit_code
     if changed is not None:
@@ -842,7 +845,7 @@ def _export_range(path: Path, item: tuple[tuple[int, int], int, int, int, Path |
 
 
 def _parallel_bytes(ctx: _Export, path: Path, size: int, workers: int, targets: set[str],
-                    seen_targets: dict, redact, parts: Path | None = None) -> Iterator[bytes | Path]:
+                    seen_targets: dict, redact, parts: Path | None = None, encode=None) -> Iterator[bytes | Path]:
     """The result events in worker processes (forked before any thread starts): a first pass counts each range's
     lines and events (so each range knows its first line number and seq), the second builds and encodes the
     ranges, a bounded number in flight (each in a part file when ``parts`` is given: this process then only copies
@@ -854,7 +857,7 @@ def _parallel_bytes(ctx: _Export, path: Path, size: int, workers: int, targets: 
 
     global _WORK
     ranges = _ranges(path, size)
-    _WORK = (ctx, targets, redact)
+    _WORK = (ctx, targets, redact, _encode if encode is None else encode)
     try:
         pool = multiprocessing.get_context("fork").Pool(workers)
     finally:
@@ -902,8 +905,15 @@ def to_cloudevents(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[
     _check_mode(mode)
     out = Path(out_path)
     _check_file_destination(out)
-    events = export_events(run_dir, **_export_options(options))
-    atomic_lines(out, (jsonio.dump_line(_export_value(ev, f"{run_dir}", mode)) for ev in events))
+    import secrets
+
+    where = f"{run_dir}"
+
+    def encode(batch: list[dict]) -> bytes:  # the CloudEvents lines of a batch (in the export's workers too)
+        return _encode([_export_value(ev, where, mode) for ev in batch])
+
+    parts = out.parent / f".{out.name}.part-{secrets.token_hex(4)}"
+    atomic_lines(out, _aep_bytes(*_prepare(run_dir, **_export_options(options)), parts=parts, encode=encode))
     return out
 
 
