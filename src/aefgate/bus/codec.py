@@ -13,6 +13,7 @@ JSON event format, with the header ``content-type: application/cloudevents+json`
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable, Mapping
 
@@ -69,19 +70,38 @@ _NATS_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _NATS_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
 
 
-def nats_header_block(headers: Mapping[str, str]) -> bytes | None:
-    """The header block of a NATS ``HPUB`` carrying ``headers``, byte for byte what nats-py's ``publish`` writes for
-    them (``NATS/1.0``, a ``name: value`` line each, a blank line), so that it can be built once, where the event is
-    encoded, instead of on every send. None when a name is empty or not a token (nats-py skips or refuses it: such a
-    message is sent through ``publish`` itself)."""
+def nats_header_block(headers: Mapping[str, str], msg_id: str | None = None) -> bytes | None:
+    """The header block of a NATS ``HPUB`` carrying ``headers`` (then ``Nats-Msg-Id: msg_id`` when given), byte for
+    byte what nats-py's ``publish`` writes for them (``NATS/1.0``, a ``name: value`` line each, a blank line), so
+    that it can be built once, where the event is encoded, instead of on every send. None when a name is empty or
+    not a token (nats-py skips or refuses it: such a message is sent through ``publish`` itself). The lines of
+    ``headers`` are remembered when there are at most two (structured CloudEvents' and AEP JSON's single
+    ``content-type`` repeats over a run), so most events only add their id."""
+    items = tuple(headers.items())
+    head = _cached_lines(items) if len(items) <= 2 else _lines(items)
+    if head is None:
+        return None
+    if msg_id is None:
+        return head + b"\r\n"
+    if msg_id.isascii() and msg_id.isprintable() and msg_id[:1] != " " and msg_id[-1:] != " ":
+        value = msg_id.encode()  # what nats-py's strip and CR/LF translation leave as it is
+    else:
+        value = msg_id.strip().translate(_NATS_NEWLINES).encode()
+    return b"%sNats-Msg-Id: %s\r\n\r\n" % (head, value)
+
+
+def _lines(items: tuple) -> bytes | None:
+    """``NATS/1.0`` and the ``name: value`` lines of ``items`` (no final blank line), or None."""
     parts = [b"NATS/1.0\r\n"]
-    for k, v in headers.items():
+    for k, v in items:
         name = k.strip()
         if not name or not _NATS_NAME.fullmatch(name):
             return None
         parts.append(b"%s: %s\r\n" % (name.encode(), v.strip().translate(_NATS_NEWLINES).encode()))
-    parts.append(b"\r\n")
     return b"".join(parts)
+
+
+_cached_lines = functools.lru_cache(maxsize=64)(_lines)
 
 
 def parse_header_block(block: bytes) -> dict[str, str]:

@@ -106,7 +106,6 @@ class NatsSink:
         self._tasks: set[asyncio.Task] = set()
         self._raw = False  # header blocks are sent as they are ("The wire")
         self._head = b""
-        self._first_wait = policy.attempt_wait(policy.timeout)
         self._errors: Any = None
 
     # -- connection ------------------------------------------------------------------------------------------------
@@ -214,23 +213,14 @@ class NatsSink:
         if not self._outstanding:
             self._idle.clear()
         self._outstanding += 1
-        # the first attempt (as _send, with the deadline just set)
-        self.attempts += 1
-        self._seq = seq = self._seq + 1
-        token = str(seq)
-        item.expiry = now + self._first_wait
-        self._inflight[token] = item  # before the publish: its answer can come while the publish awaits
-        try:
-            await self._publish(seq, token, item)
-        except Exception as e:  # the connection is closed, the outbound buffer full ...
-            if self._inflight.pop(token, None) is not None:
-                self._failed_attempt(item, e)
+        await self._send(item, now)
 
     async def flush(self) -> None:
         await self._idle.wait()
 
-    async def _send(self, item: Item) -> None:
-        now = time.monotonic()
+    async def _send(self, item: Item, now: float | None = None) -> None:
+        if now is None:
+            now = time.monotonic()
         self.attempts += 1
         self._seq = seq = self._seq + 1
         token = str(seq)

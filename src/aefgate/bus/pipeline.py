@@ -87,32 +87,12 @@ def _encoder(kind: str, fmt: str, mode: str, batch: int, spool_lines: bool):
         def encode(ev: dict) -> tuple:
             return ev.get("id"), None, None, dump_line(ev) if spool_lines else None, ev
     elif kind == "nats":
-        # the block of the headers before Nats-Msg-Id, without its final blank line, for the headers that repeat
-        # (structured CloudEvents and AEP JSON: only content-type), so most events only append their id
-        heads: dict[tuple, bytes | None] = {}
-
         def encode(ev: dict) -> tuple:
             # the headers as the header block the sink sends as it is (NatsSink: "The wire"), when they make one
             eid = ev.get("id")
             headers, body = message(ev, fmt, mode)
-            hdr = None
-            if type(eid) is str:
-                if len(headers) == 1 and eid.isascii() and eid.isprintable() and eid[:1] != " " \
-                        and eid[-1:] != " ":  # nats_header_block would write the id as it is
-                    key = tuple(headers.items())
-                    head = heads.get(key, b"")
-                    if head == b"":
-                        if len(heads) >= 64:
-                            heads.clear()
-                        whole = block(headers)
-                        head = heads[key] = None if whole is None else whole[:-2]
-                    if head is not None:
-                        hdr = b"%sNats-Msg-Id: %s\r\n\r\n" % (head, eid.encode())
-                headers["Nats-Msg-Id"] = eid
-                if hdr is None:
-                    hdr = block(headers)
-            else:
-                headers["Nats-Msg-Id"] = eid
+            hdr = block(headers, eid) if type(eid) is str else None
+            headers["Nats-Msg-Id"] = eid
             return eid, headers if hdr is None else hdr, body, dump_line(ev) if spool_lines else None, None
     else:
         def encode(ev: dict) -> tuple:

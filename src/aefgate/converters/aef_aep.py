@@ -631,10 +631,16 @@ def to_aep(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], **
     """AEP-18: the run's events as JSONL at ``out_path``, written atomically (nothing on a refusal)."""
     out = Path(out_path)
     _check_file_destination(out)
+    return _write_jsonl(run_dir, out, options, _encode)
+
+
+def _write_jsonl(run_dir: str | os.PathLike[str], out: Path, options: Mapping[str, Any], encode) -> Path:
+    """The export's lines (``encode`` of each batch of events) written atomically at ``out``, the workers' ranges
+    in part files beside it."""
     import secrets
 
     parts = out.parent / f".{out.name}.part-{secrets.token_hex(4)}"
-    atomic_lines(out, _aep_bytes(*_prepare(run_dir, **_export_options(options)), parts=parts))
+    atomic_lines(out, _aep_bytes(*_prepare(run_dir, **_export_options(options)), parts=parts, encode=encode))
     return out
 
 
@@ -661,13 +667,12 @@ _LINES_ENCODER = _line_encoder()
 
 
 def _aep_bytes(ctx: _Export, decisions: list[dict], targets: set[str], redact,
-               parts: Path | None = None, encode=None) -> Iterator[bytes | Path]:
+               parts: Path | None = None, encode=_encode) -> Iterator[bytes | Path]:
     """The export as JSONL, in pieces of many lines: :func:`_stream` encoded, the same bytes either way. With
     ``parts`` (a path prefix beside the destination), worker processes write their ranges to part files
     ``<parts>-N`` and those are yielded (the caller appends and removes them) instead of the bytes. ``encode``
     turns a batch of events into their lines (default :func:`_encode`: the AEP events themselves; the CloudEvents
     export gives its own, AEP-18)."""
-    encode = _encode if encode is None else encode
     path = ctx.root / "results.ndjson"
     size = path.stat().st_size
     workers = _workers_for(size)
@@ -845,7 +850,7 @@ def _export_range(path: Path, item: tuple[tuple[int, int], int, int, int, Path |
 
 
 def _parallel_bytes(ctx: _Export, path: Path, size: int, workers: int, targets: set[str],
-                    seen_targets: dict, redact, parts: Path | None = None, encode=None) -> Iterator[bytes | Path]:
+                    seen_targets: dict, redact, parts: Path | None, encode) -> Iterator[bytes | Path]:
     """The result events in worker processes (forked before any thread starts): a first pass counts each range's
     lines and events (so each range knows its first line number and seq), the second builds and encodes the
     ranges, a bounded number in flight (each in a part file when ``parts`` is given: this process then only copies
@@ -857,7 +862,7 @@ def _parallel_bytes(ctx: _Export, path: Path, size: int, workers: int, targets: 
 
     global _WORK
     ranges = _ranges(path, size)
-    _WORK = (ctx, targets, redact, _encode if encode is None else encode)
+    _WORK = (ctx, targets, redact, encode)
     try:
         pool = multiprocessing.get_context("fork").Pool(workers)
     finally:
@@ -905,16 +910,12 @@ def to_cloudevents(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[
     _check_mode(mode)
     out = Path(out_path)
     _check_file_destination(out)
-    import secrets
-
     where = f"{run_dir}"
 
     def encode(batch: list[dict]) -> bytes:  # the CloudEvents lines of a batch (in the export's workers too)
         return _encode([_export_value(ev, where, mode) for ev in batch])
 
-    parts = out.parent / f".{out.name}.part-{secrets.token_hex(4)}"
-    atomic_lines(out, _aep_bytes(*_prepare(run_dir, **_export_options(options)), parts=parts, encode=encode))
-    return out
+    return _write_jsonl(run_dir, out, options, encode)
 
 
 def _export_options(options: Mapping[str, Any]) -> dict:
