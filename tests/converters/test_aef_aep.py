@@ -20,7 +20,7 @@ from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.builder import RunBuilder
 from aefgate.formats.aef.verifier import verify_run
-from tests._shared import EXAMPLES, REPO, SEALED_EXAMPLE_RUNS, SHARED, copy_run
+from tests._shared import EXAMPLES, REPO, SAMPLES, SEALED_EXAMPLE_RUNS, SHARED, copy_run
 
 PAGE = REPO / "docs" / "mappings" / "aep.md"
 RUNS = SEALED_EXAMPLE_RUNS + [EXAMPLES / "aef-inspect" / "input"]
@@ -72,6 +72,8 @@ LOSS_ITEMS = {
     "results:reason(from reasoning)": "an explanation taken from the reasoning blob comes back as `reason`",
     "file:seal.json": "The seal, the attestation and every signature",
     "file:overlays": "overlay batches, their seals and signatures",
+    "results:order": "The order of the lines in `results.ndjson` (AEP-15: trees whole, rollups last)",
+    "results:parentResultId(null)": "a root's `parentResultId: null` (written absent: the same meaning)",
 }
 # at a full ceiling the free text travels: losing a reason there is not listed
 NOT_AT_FULL = {"results:reason"}
@@ -91,15 +93,20 @@ def _compare(orig: Path, back: Path) -> set[str]:
     for name in ("gates.ndjson", "evidence.ndjson", "traces.otlp.jsonl", "logs.otlp.jsonl", "blobs", "overlays"):
         if (orig / name).exists() and not (back / name).exists():
             lost.add(f"file:{name}")
-    lines_o = {ln["resultId"]: ln for ln in _lines(orig)}
-    lines_b = {ln["resultId"]: ln for ln in _lines(back)}
+    order_o, order_b = _lines(orig), _lines(back)
+    lines_o = {ln["resultId"]: ln for ln in order_o}
+    lines_b = {ln["resultId"]: ln for ln in order_b}
     assert set(lines_b) == set(lines_o), "every result comes back with its own resultId (RES-4)"
+    if [ln["resultId"] for ln in order_o] != [ln["resultId"] for ln in order_b]:
+        lost.add("results:order")
     for rid, lo in lines_o.items():
         lb = lines_b[rid]
         for k in sorted(set(lo) | set(lb)):
             a, b = lo.get(k), lb.get(k)
             if k == "parentResultId" and not a and not b:
-                continue  # null and absent are one thing on a root
+                if (k in lo) != (k in lb):
+                    lost.add("results:parentResultId(null)")  # null and absent are one thing on a root
+                continue
             if a == b:
                 continue
             if k == "annotator" and a is not None and b == {x: y for x, y in a.items() if x != "promptHash"}:
@@ -131,6 +138,28 @@ def test_round_trip_verifies_and_loses_exactly_the_list(src: Path, ceiling: str,
         assert not (lost & NOT_AT_FULL), "at full, reasons travel"
     for k in lost:
         assert LOSS_ITEMS[k] in losses, f"the page no longer lists {LOSS_ITEMS[k]!r}"
+
+
+@pytest.mark.parametrize("log", ["epochs_mean.eval", "epochs_majority.eval", "basic.json"])
+def test_round_trip_of_inspect_samples(log: str, tmp_path: Path):
+    """Runs imported from the real Inspect logs: intact after the round trip, and what differs is on the page. An
+    epochs log's run holds each case's trials then its rollup: the way back writes the rollups last (AEP-15)."""
+    from aefgate.converters.inspect_aef import from_inspect
+
+    src = from_inspect(SAMPLES / "inspect" / log, tmp_path / "run", at=AT)
+    for ceiling in ("metadata", "full"):
+        _events, back = _roundtrip(src, tmp_path / ceiling, max_capture=ceiling)
+        assert verify_run(back).outcome == "intact"
+        lost = _compare(src, back)
+        unlisted = sorted(k for k in lost if k not in LOSS_ITEMS)
+        assert not unlisted, f"lost and not on the page: {unlisted}"
+        losses = _page_losses()
+        for k in lost:
+            assert LOSS_ITEMS[k] in losses, f"the page no longer lists {LOSS_ITEMS[k]!r}"
+        if log.startswith("epochs"):
+            assert "results:order" in lost
+            rollups = [i for i, ln in enumerate(_lines(back)) if "trials" in ln]
+            assert rollups and rollups == list(range(len(_lines(back)) - len(rollups), len(_lines(back))))
 
 
 def test_kept_fields_are_equal(tmp_path: Path):

@@ -113,6 +113,8 @@ LOSSES_FROM_AEP = (
     'needs one ([RES-2]) and is absent otherwise; an explanation taken from the reasoning blob comes back '
     'as reason (cut to 4096 characters).',
     "The envelope's id, seq, epoch, cause, severity, source and capture.",
+    "The order of the lines in results.ndjson (AEP-15: trees whole, rollups last) and a root's parentResultId: "
+    "null (written absent: the same meaning).",
     'At a none ceiling there is no data: every event comes back as a line of its case named evaluation '
     '(evaluation#2, ...; feedback, guardrail for the other types), not_measured, with reason the event '
     'carries no score.',
