@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from aefgate.errors import Refusal
-from aefgate.fsutil import atomic_lines, atomic_write, count_lines
+from aefgate.fsutil import atomic_dir, atomic_lines, atomic_write, check_destination, check_outside, count_lines
 
 
 def _leftovers(folder: Path) -> list[str]:
@@ -88,3 +88,50 @@ def test_write_lines_gathers_writes_appends_parts_and_counts_bytes_items(tmp_pat
     assert out.getvalue() == b"a\nbb\np1\np2\nc\nc\nc\n"
     assert n == 3 and not part.exists()
     assert max(writes) <= 6  # gathered up to the chunk, never the whole stream at once
+
+
+def test_a_parent_that_is_a_file_is_refused_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"x")
+    for dest in (tmp_path / "f" / "out.jsonl", tmp_path / "f" / "a" / "b"):
+        with pytest.raises(Refusal) as e:
+            check_destination(dest)
+        assert e.value.rule == "OUT-1" and e.value.where == str(tmp_path / "f")
+        with pytest.raises(Refusal) as e:
+            atomic_lines(dest, [b"x\n"])
+        assert e.value.rule == "OUT-1"
+        with pytest.raises(Refusal) as e:
+            with atomic_dir(dest):
+                pass
+        assert e.value.rule == "OUT-1"
+    assert (tmp_path / "f").read_bytes() == b"x"
+
+
+def test_folders_made_for_a_refused_output_are_removed(tmp_path: Path) -> None:
+    def refused():
+        yield b"x\n"
+        raise Refusal("TEST-1", "half-way", "here")
+
+    with pytest.raises(Refusal):
+        atomic_lines(tmp_path / "new" / "a" / "out.jsonl", refused())
+    with pytest.raises(Refusal):
+        with atomic_dir(tmp_path / "new2" / "a" / "run"):
+            raise Refusal("TEST-1", "half-way", "here")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    (tmp_path / "keep").mkdir()  # an existing folder is not removed, even when empty
+    with pytest.raises(Refusal):
+        atomic_lines(tmp_path / "keep" / "a" / "out.jsonl", refused())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep"] and list((tmp_path / "keep").iterdir()) == []
+    atomic_lines(tmp_path / "ok" / "a" / "out.jsonl", [b"x\n"])  # on success they stay
+    assert (tmp_path / "ok" / "a" / "out.jsonl").read_bytes() == b"x\n"
+
+
+def test_a_destination_inside_an_input_folder_is_refused(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (tmp_path / "link").symlink_to(run)
+    for dest in (run, run / "x.jsonl", run / "sub" / "y", tmp_path / "link" / "z.jsonl"):
+        with pytest.raises(Refusal) as e:
+            check_outside(dest, [run])
+        assert e.value.rule == "OUT-2" and e.value.where == str(dest)
+    check_outside(tmp_path / "runx" / "a.jsonl", [run])  # a sibling whose name starts alike is outside
+    check_outside(tmp_path / "a.jsonl", [run, tmp_path / "missing", tmp_path / "link" / "file"])  # files: ignored

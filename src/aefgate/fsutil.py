@@ -17,8 +17,10 @@ from typing import BinaryIO, Iterable, Iterator
 from aefgate.errors import Refusal
 
 
-def check_destination(dest: Path) -> None:
-    """Refuse a destination that exists and is not an empty folder (OUT-1)."""
+def check_destination(dest: Path, inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
+    """Refuse a destination that exists and is not an empty folder, or whose nearest existing parent is not a
+    folder (OUT-1); one inside an input folder of ``inputs`` (OUT-2: writing there would change the input)."""
+    dest = Path(dest)
     if dest.is_symlink():
         raise Refusal("OUT-1", "the destination is a symbolic link", str(dest))
     if dest.exists():
@@ -26,6 +28,56 @@ def check_destination(dest: Path) -> None:
             raise Refusal("OUT-1", "the destination exists and is not a folder", str(dest))
         if any(dest.iterdir()):
             raise Refusal("OUT-1", "the destination folder is not empty", str(dest))
+    else:
+        _existing_parent(dest)
+    check_outside(dest, inputs)
+
+
+def check_outside(dest: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]]) -> None:
+    """OUT-2: ``dest`` is not an input folder of ``inputs`` nor inside one (symbolic links resolved)."""
+    where = Path(os.path.realpath(dest))
+    for src in inputs:
+        if not os.path.isdir(src):
+            continue
+        root = Path(os.path.realpath(src))
+        if where == root or root in where.parents:
+            raise Refusal("OUT-2", f"the destination lies inside the input folder {str(src)!r}: writing there "
+                          "would change the input", str(dest))
+
+
+def _existing_parent(dest: Path) -> tuple[Path, list[Path]]:
+    """The nearest existing folder above ``dest`` and the missing folders between them (deepest first); OUT-1
+    when the nearest existing path is not a folder (a file, or a dangling symbolic link)."""
+    missing: list[Path] = []
+    p = dest.parent if str(dest.parent) else Path(".")
+    while not p.exists():
+        if p.is_symlink():
+            raise Refusal("OUT-1", "a parent of the destination is a dangling symbolic link", str(p))
+        missing.append(p)
+        if p.parent == p:  # pragma: no cover - the root always exists
+            break
+        p = p.parent
+    if not p.is_dir():
+        raise Refusal("OUT-1", "a parent of the destination exists and is not a folder", str(p))
+    return p, missing
+
+
+def make_parents(dest: Path) -> list[Path]:
+    """Create the missing folders above ``dest`` (OUT-1 as :func:`check_destination`); the ones made, deepest
+    first, for :func:`remove_made` to take away again when nothing was written after all."""
+    _, missing = _existing_parent(dest)
+    for q in reversed(missing):
+        q.mkdir(exist_ok=True)
+    return missing
+
+
+def remove_made(made: list[Path]) -> None:
+    """Remove the folders :func:`make_parents` made, deepest first, as long as they are empty."""
+    for q in made:
+        try:
+            q.rmdir()
+        except OSError:
+            break
 
 
 def fsync_dir(path: Path) -> None:
@@ -63,9 +115,13 @@ def atomic_dir(dest: str | Path, *, durable: bool = False) -> Iterator[Path]:
     dest = Path(dest)
     check_destination(dest)
     parent = dest.parent if str(dest.parent) else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
+    made = make_parents(dest)
     tmp = parent / f".{dest.name}.tmp-{secrets.token_hex(4)}"
-    tmp.mkdir()
+    try:
+        tmp.mkdir()
+    except BaseException:
+        remove_made(made)
+        raise
     try:
         yield tmp
         if durable:
@@ -78,6 +134,7 @@ def atomic_dir(dest: str | Path, *, durable: bool = False) -> Iterator[Path]:
             fsync_dir(parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        remove_made(made)
         raise
 
 
@@ -105,9 +162,10 @@ def atomic_lines(path: str | Path, lines: Iterable[bytes | Path], *, durable: bo
     parent = path.parent if str(path.parent) else Path(".")
     if not replace and (path.exists() or path.is_symlink()):
         raise Refusal("OUT-1", "the destination exists", str(path))
-    parent.mkdir(parents=True, exist_ok=True)
+    made = make_parents(path)
     tmp = parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
     n = 0
+    done = False
     try:
         with open(tmp, "xb") as f:
             n = write_lines(f, lines)
@@ -123,12 +181,15 @@ def atomic_lines(path: str | Path, lines: Iterable[bytes | Path], *, durable: bo
                 raise Refusal("OUT-1", "the destination exists", str(path)) from None
         if durable:
             fsync_dir(parent)
+        done = True
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         close = getattr(lines, "close", None)
         if close is not None:
             close()
+        if not done:
+            remove_made(made)
     return n
 
 

@@ -437,14 +437,14 @@ def test_structured_fast_path_is_codec_message() -> None:
 
 
 def test_refusal_of_the_bridge_in_the_pre_export(nats_server, monkeypatch, tmpdir_for_spill) -> None:
-    # an agent the CloudEvents bridge refuses (a control character): the pre-export meets the refusal before the
-    # verdict; it is raised after V, as in one process
+    # an agent the CloudEvents bridge refuses (a noncharacter; AEP-3 refuses control characters before): the
+    # pre-export meets the refusal before the verdict; it is raised after V, as in one process
     got = []
     for workers in (None, "0"):
         if workers is not None:
             monkeypatch.setenv("AEFGATE_WORKERS", workers)
         with pytest.raises(Refusal) as e:
-            publish(RUN, f"{nats_server.url}/bridge.s{len(got)}", create_stream=True, agent="bad\x01agent")
+            publish(RUN, f"{nats_server.url}/bridge.s{len(got)}", create_stream=True, agent="bad\ufdd0agent")
         got.append((e.value.rule, e.value.where, e.value.exit_code))
     assert got[0] == got[1] and got[0][0] in ("B4", "CE-2")
     assert list(tmpdir_for_spill.iterdir()) == []

@@ -68,9 +68,10 @@ def test_output_is_deterministic(tmp_path: Path, mode: str) -> None:
     assert c.read_bytes() == d.read_bytes()
 
 
-def test_unknown_mode_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["sideways", ""])
+def test_unknown_mode_is_refused(tmp_path: Path, mode: str) -> None:
     with pytest.raises(Refusal) as ei:
-        _convert(GOLDEN, tmp_path / "x.jsonl", "aep", "cloudevents", mode="sideways")
+        _convert(GOLDEN, tmp_path / "x.jsonl", "aep", "cloudevents", mode=mode)
     assert ei.value.rule == "CONV-3"
     assert list(tmp_path.iterdir()) == []
 
@@ -93,6 +94,12 @@ def _with_bad_line(tmp_path: Path, lineno: int, bad: bytes, lines: list[bytes]) 
         (b'{"id": 1, "id": 2}', "ENC-2"),
         (b"not json", "ENC-1"),
         (b"[1, 2]", "ENC-1"),  # the strict reader: an NDJSON line of an event file is an object
+        # the bridge maps it, but it is no valid AEP event (a session-scoped type without seq): refused
+        (b'{"aep":"0.1","id":"x","type":"assessment.evaluation.recorded","time":"2026-07-03T10:15:03Z",'
+         b'"source":"aep://h","agent":"a","session":"s"}', "AEP-0001\u00a75.2"),
+        (b'{"aep":"0.1","id":"x","type":"assessment.evaluation.recorded","time":"2026-07-03T10:15:03Z",'
+         b'"source":"aep://h","agent":"a","session":"s","seq":0,"data":{"gen_ai.evaluation.name":5}}',
+         "AEP-0002\u00a75"),
     ],
 )
 def test_a_bad_aep_line_is_refused_and_nothing_is_written(tmp_path: Path, bad: bytes, rule: str) -> None:
@@ -116,6 +123,8 @@ def test_a_bad_aep_line_is_refused_and_nothing_is_written(tmp_path: Path, bad: b
         (json.dumps({"headers": {"content-type": "text/plain"}, "body": "hi"}).encode(), "CE-6"),
         (json.dumps({"headers": [], "body": ""}).encode(), "CE-7"),
         (b'{"specversion":"1.0","specversion":"1.0"}', "ENC-2"),
+        # a CloudEvent the bridge reads whose AEP event is not valid (no aepsequence: no seq): refused
+        (json.dumps({k: v for k, v in CE_EVENTS[0].items() if k != "aepsequence"}).encode(), "AEP-0001\u00a75.2"),
     ],
 )
 def test_a_bad_cloudevents_line_is_refused_and_nothing_is_written(tmp_path: Path, bad: bytes, rule: str) -> None:

@@ -301,7 +301,7 @@ class _Lines:
                     lineno += 1
                     try:
                         line = decode(raw)
-                    except msgspec.DecodeError:
+                    except (msgspec.DecodeError, RecursionError):
                         line = None
                     if type(line) is not dict:
                         raise _changed(f"results.ndjson:{lineno}")

@@ -428,8 +428,15 @@ def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudeve
     spool_path = Path(spool) if spool is not None else None
     if spool_path is not None:
         Spool.check_new(spool_path)
-    if dest.kind == "file" and (dest.path.exists() or dest.path.is_symlink()):
-        raise Refusal("OUT-1", "the destination exists", str(dest.path))
+        from aefgate.fsutil import check_outside
+
+        check_outside(spool_path, (run_dir,))  # OUT-2: the spool is not written inside the run
+    if dest.kind == "file":
+        if dest.path.exists() or dest.path.is_symlink():
+            raise Refusal("OUT-1", "the destination exists", str(dest.path))
+        from aefgate.fsutil import check_destination
+
+        check_destination(dest.path, inputs=(run_dir,))  # a parent that is no folder (OUT-1); not in the run (OUT-2)
     from aefgate.converters.aef_aep import export_events
 
     options = {k: v for k, v in {"max_capture": max_capture, "agent": agent, "source_host": source_host,

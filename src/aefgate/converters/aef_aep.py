@@ -84,6 +84,8 @@ _CORRECTIONS = "\x00corrections"  # a node member RunBuilder never sees (popped 
 _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?\Z")
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}\Z")
 _HEX32 = re.compile(r"[0-9a-fA-F]{32}\Z")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
+_REF = re.compile(r"[a-z][a-z0-9-]{0,31}:[!-~]{1,256}\Z")  # AEF common.schema.json#/$defs/ref
 _HEX16 = re.compile(r"[0-9a-fA-F]{16}\Z")
 MAX_REASON = 4096  # result schema: reason
 MAX_LABEL = 64  # result schema: scores[].label
@@ -177,6 +179,8 @@ def _load_cause_map(cause_map: Any) -> dict[str, str]:
     for k, v in doc.items():
         if not isinstance(k, str) or not isinstance(v, str) or not v:
             raise Refusal("AEP-7", f"the cause map's {k!r} is not a non-empty string", where)
+        if _CONTROL.search(v):  # an event id is one line of text (the CloudEvents bridge refuses controls too)
+            raise Refusal("AEP-7", f"the cause map's {k!r} holds a control character", where)
         out[k] = v
     return out
 
@@ -209,6 +213,8 @@ def _utc(text: str) -> str | None:
         return text
     except (ValueError, TypeError):
         pass
+    if len(text) < 20 or text[10] not in "Tt":  # RFC 3339's date-time (datetime would take a space, or no time)
+        return None
     try:  # datetime keeps microseconds: further digits of an offset time are cut
         t = _dt.datetime.fromisoformat(re.sub(r"(\.[0-9]{6})[0-9]+", r"\1", text))
     except ValueError:
@@ -349,7 +355,7 @@ def _verified_lines(path: Path) -> Iterator[dict]:
                 lineno += 1
                 try:
                     line = decode(raw)
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, RecursionError):
                     line = None
                 if type(line) is not dict:
                     raise Refusal("AEP-1", "the run changed after it was verified", f"results.ndjson:{lineno}",
@@ -403,9 +409,11 @@ def _check_options(run_dir: str | os.PathLike[str], *, max_capture: str = "metad
     level = _check_level(max_capture)
     host = _check_host(source_host if source_host not in (None, "") else "aefgate")
     cmap = _load_cause_map(cause_map)
-    if agent is not None and (not isinstance(agent, str) or not agent):
-        raise Refusal("AEP-3", "the agent is a non-empty string", "agent")
-    if not (root / "run.json").is_file() or root.is_symlink():
+    if agent is not None and (not isinstance(agent, str) or not agent or _CONTROL.search(agent)):
+        raise Refusal("AEP-3", "the agent is a non-empty string without control characters", "agent")
+    if root.is_symlink():
+        raise Refusal("RUN-1", "a symbolic link: give the run folder itself", str(root))
+    if not (root / "run.json").is_file():
         raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(root))
     return _Options(root, level, host, cmap, agent)
 
@@ -632,7 +640,7 @@ def _guardrail(line: Mapping[str, Any], aef: Mapping[str, Any], expl: str | None
 def to_aep(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], **options: Any) -> Path:
     """AEP-18: the run's events as JSONL at ``out_path``, written atomically (nothing on a refusal)."""
     out = Path(out_path)
-    _check_file_destination(out)
+    _check_file_destination(out, run_dir)
     return _write_jsonl(run_dir, out, options, _encode)
 
 
@@ -734,7 +742,7 @@ def _range_lines(data: bytes) -> Iterator[dict]:
         lineno += 1
         try:
             line = decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             line = None
         if type(line) is not dict:
             raise _Changed(lineno)
@@ -763,7 +771,7 @@ def _count_range(path: Path, item: tuple[int, int]) -> tuple[int, int]:
     lines = data.count(b"\n")
     try:  # the usual range: one decoder call, every line plain
         counted = _count_decoder().decode_lines(data)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         counted = None
     if counted is not None and len(counted) == lines and not any(c.attack or c.ext for c in counted):
         return lines, sum([len(c.scores) if c.scores else 1 for c in counted])
@@ -775,14 +783,14 @@ def _count_range(path: Path, item: tuple[int, int]) -> tuple[int, int]:
     for raw in parts:
         try:
             c = decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             c = None
         if c is not None and not c.attack and not c.ext:
             events += len(c.scores) if c.scores else 1
             continue
         try:  # an unusual line: read in full, counted as the stream counts it
             line = full(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             continue
         if type(line) is dict:
             events += (len(line.get("scores") or ()) or 1) + _guard_count(line)
@@ -908,10 +916,11 @@ def to_cloudevents(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[
     event-file converter writes it: docs/design/cloudevents-bridge.md)."""
     from aefgate.converters.aep_cloudevents import _check_mode, _export_value
 
-    mode = mode or "structured"
+    if mode is None:
+        mode = "structured"
     _check_mode(mode)
     out = Path(out_path)
-    _check_file_destination(out)
+    _check_file_destination(out, run_dir)
     where = f"{run_dir}"
 
     def encode(batch: list[dict]) -> bytes:  # the CloudEvents lines of a batch (in the export's workers too)
@@ -929,9 +938,10 @@ def _export_options(options: Mapping[str, Any]) -> dict:
     return out
 
 
-def _check_file_destination(out: Path) -> None:
+def _check_file_destination(out: Path, run_dir: str | os.PathLike[str]) -> None:
     if out.is_symlink() or out.exists():
         raise Refusal("OUT-1", "the destination exists", str(out))
+    check_destination(out, inputs=(run_dir,))  # a parent that is no folder; not inside the run (OUT-2)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -985,19 +995,29 @@ class _Importer:
     def take(self, ev: Any, where: str) -> None:
         if not isinstance(ev, dict):
             raise Refusal("AEP-13", "an event is a JSON object", where)
-        if "specversion" in ev:  # AEP-13: a structured CloudEvent (AEP-0005)
+        if "specversion" in ev or ("headers" in ev and "body" in ev):  # AEP-13: a CloudEvent (AEP-0005)
             try:
-                from aefgate.formats.cloudevents import ce_inverse
+                from aefgate.formats.cloudevents import ce_inverse, from_http
             except ImportError:
                 raise Refusal("AEP-13", "a CloudEvent, and the CloudEvents bridge (aefgate.formats.cloudevents) is "
                               "not available", where) from None
-            try:
-                ev = ce_inverse(ev)
-            except Refusal as r:
-                raise Refusal(r.rule, r.message, r.where or where) from None
+            if "specversion" in ev:  # structured (the JSON event format)
+                events = [ce_inverse(ev, where)]
+            else:  # an HTTP message line, as `export cloudevents --mode binary` writes it
+                headers, body = ev["headers"], ev["body"]
+                if type(headers) is not dict or type(body) is not str:
+                    raise Refusal("CE-7", 'an HTTP message line is {"headers": object, "body": string}', where)
+                got = from_http(headers, body.encode("utf-8"), where=where)
+                events = got if isinstance(got, list) else [got]
             self.cloudevents = True
-            if not isinstance(ev, dict):
-                raise Refusal("AEP-13", "the CloudEvent does not give an AEP event", where)
+            for one in events:
+                if not isinstance(one, dict):
+                    raise Refusal("AEP-13", "the CloudEvent does not give an AEP event", where)
+                self._take(one, where)
+            return
+        self._take(ev, where)
+
+    def _take(self, ev: dict, where: str) -> None:
         version = ev.get("aep")
         if not isinstance(version, str) or not version:
             raise Refusal("AEP-13", "an AEP event has a string aep (AEP-0001 §5.1)", where)
@@ -1233,6 +1253,22 @@ class _Importer:
         return node
 
 
+def _subject_ref(agent: str) -> str:
+    """AEP-14: ``subject.ref`` of the envelope's ``agent``: the agent itself when it is a typed reference already
+    (``<scheme>:<printable ASCII>``, the AEF pattern), else ``agent:`` and the agent with every character outside
+    printable ASCII (a space, a non-ASCII letter, a control) and ``%`` percent-encoded (UTF-8, RFC 3986), cut at
+    256 characters (never inside an escape)."""
+    if _REF.match(agent):
+        return agent
+    enc = quote(agent, safe="".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%"))
+    if len(enc) > 256:
+        enc = enc[:256]
+        cut = enc.rfind("%", len(enc) - 2)
+        if cut >= 0:
+            enc = enc[:cut]
+    return f"agent:{enc}"
+
+
 def _trees(imp: _Importer, level: str) -> list[tuple[str, tuple, dict]]:
     """AEP-15: the roots (case, marker, node tree) in the order their lines first came; rollups last."""
     from aefgate.formats.aef.resultid import result_id
@@ -1279,6 +1315,11 @@ def import_events(
     (AEP-13 .. AEP-17). Nothing is written on a refusal."""
     out = Path(out_dir)
     check_destination(out)
+    if at is not None:  # refused before any event is read (the seal would refuse it at the end)
+        try:
+            parse_time(at)
+        except (ValueError, TypeError):
+            raise Refusal("ENC-8", f"sealedAt is not an RFC 3339 UTC time: {at!r}", "at") from None
     imp = _Importer(run_id)
     for i, item in enumerate(events, 1):
         if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
@@ -1318,7 +1359,7 @@ def _write(imp: _Importer, out: Path, *, at: str | None, key: Any, run_id: str |
     agent = imp.agent or rid
     header = {
         "runId": rid,
-        "subject": {"ref": agent if ":" in agent else f"agent:{agent}", "kind": "agent"},
+        "subject": {"ref": _subject_ref(agent), "kind": "agent"},
         "execution": {"targetMode": target_mode},
         "startedAt": started,
         "contentCapture": content,
@@ -1353,13 +1394,16 @@ def _write(imp: _Importer, out: Path, *, at: str | None, key: Any, run_id: str |
                 b.declare_metric(m, "score", "none", "unbounded")
             for case, marker, node in trees:
                 _add_corrections(b, node, content == "on")
-                if marker[0] == "t":
-                    b.add_trial(case, node, marker[1])
-                elif marker[0] == "r":
-                    trials = (imp.lines[(case, node["path"], marker)].aef or {}).get("trials") or {}
-                    b.add_rollup(case, node, aggregation=trials.get("aggregation"), k=trials.get("k"))
-                else:
-                    b.add_case(case, node)
+                try:
+                    if marker[0] == "t":
+                        b.add_trial(case, node, marker[1])
+                    elif marker[0] == "r":
+                        trials = (imp.lines[(case, node["path"], marker)].aef or {}).get("trials") or {}
+                        b.add_rollup(case, node, aggregation=trials.get("aggregation"), k=trials.get("k"))
+                    else:
+                        b.add_case(case, node)
+                except Refusal as e:
+                    raise _at_event(e, imp, case, marker, node) from None
             b.finish("completed", ended_at=ended, summary=request, seal="ingest", sealed_at=at,
                      signing_key=signing_key)
     except NotVerified as e:
@@ -1367,6 +1411,25 @@ def _write(imp: _Importer, out: Path, *, at: str | None, key: Any, run_id: str |
         raise Refusal("AEP-17", f"the imported run does not verify: {code} at {where}", where,
                       exit_code=EXIT_INTEGRITY) from None
     return out
+
+
+def _at_event(e: Refusal, imp: _Importer, case: str, marker: tuple, node: dict) -> Refusal:
+    """A refusal of RunBuilder for a line made from events (a member of ``aef`` of the wrong shape, say): the same
+    rule and message, placed at the event that gave the line (``file:line``), the line's own place in the message.
+    The line is found by the path the builder names (``case 'c' at 'p'``) in the tree being added."""
+    where = e.where or ""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        path = n.get("path")
+        if isinstance(path, str) and f"case {case!r} at {path!r}" in where:
+            ln = imp.lines.get((case, path, marker))
+            if ln is None:
+                ln = next((v for k, v in imp.lines.items() if k[0] == case and k[1] == path), None)
+            if ln is not None:
+                return Refusal(e.rule, f"{e.message} (the imported line: {where})", ln.where, exit_code=e.exit_code)
+        stack.extend(n.get("children", ()))
+    return e
 
 
 def _add_corrections(b: Any, node: dict, content_on: bool) -> None:
@@ -1418,7 +1481,8 @@ def from_aep(
     """AEP-13 .. AEP-17: a JSONL file of AEP events (or structured CloudEvents) -> an imported run at ``out_dir``."""
     path = Path(events_path)
     if not path.is_file():
-        raise Refusal("CONV-5", "the events file does not exist", str(path))
+        raise Refusal("CONV-5", "the events file does not exist" if not path.exists() else
+                      "the events input is not a regular file", str(path))
     return import_events(_read_lines(path), out_dir, at=at, key=key, run_id=run_id, target_mode=target_mode,
                          name=str(path))
 

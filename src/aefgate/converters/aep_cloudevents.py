@@ -59,11 +59,23 @@ def _export_value(event: Any, where: str, mode: str) -> Any:
     return {"headers": headers, "body": body.decode("utf-8")}
 
 
+def _checked(event: Any, where: str) -> Any:
+    """An AEP event read from a file or made by the inverse bridge: valid against the envelope and payload schemas
+    (refused with the AEP rule it breaks, at ``where``), so neither direction turns an invalid event into output."""
+    from aefgate.formats.aep.validate import check_event
+
+    check_event(event, where)
+    return event
+
+
 def export_lines(src: str | Path, mode: str = "structured") -> Iterator[Any]:
     """The CloudEvents lines of the AEP event file ``src`` (refusals at ``src:line``), in this process."""
     _check_mode(mode)
     for lineno, event in iter_jsonl(src):
-        yield _export_value(event, f"{src}:{lineno}", mode)
+        where = f"{src}:{lineno}"
+        value = _export_value(event, where, mode)  # the bridge's own rules (B1-B5) first
+        _checked(event, where)
+        yield value
 
 
 # -- the parallel export (a large file: one forked worker per core, as verify does) --------------------------------
@@ -97,7 +109,10 @@ def _export_batch(task: tuple[str, int, list[bytes | None], str]) -> tuple[bytes
         try:
             if raw is None:
                 return b"", ("ENC-17", f"line {start + i} is over {jsonio.MAX_DOC} bytes", where)
-            out.append(dump_line(_export_value(jsonio.loads(raw), where, mode)))
+            event = jsonio.loads(raw)
+            value = _export_value(event, where, mode)  # the bridge's own rules (B1-B5) first
+            _checked(event, where)
+            out.append(dump_line(value))
         except jsonio.JsonProblem as e:
             return b"", (e.rule, e.reason, where)
         except Refusal as e:
@@ -172,18 +187,21 @@ def import_lines(src: str | Path, diagnostics: list[tuple[str, Diagnostic]] | No
             events = [ce_inverse(value, where, diagnostics=diags)]
         if diagnostics is not None:
             diagnostics.extend((where, d) for d in diags)
-        yield from events
+        for ev in events:
+            yield _checked(ev, where)
 
 
 def export_file(src: str | Path, dst: str | Path, *, mode: str = "structured", workers: int | None = None) -> int:
     """AEP event file -> CloudEvents file; returns the number of events. A file of 16 MiB or more is converted by
     one forked worker process per core (``workers`` or ``AEFGATE_WORKERS`` overrides; 0: in this process); the
     output is the same bytes either way."""
-    mode = mode or "structured"
+    if mode is None:
+        mode = "structured"
     _check_mode(mode)
     src, dst = Path(src), Path(dst)
     if not src.is_file():
-        raise Refusal("CLI-1", "no such file", str(src))
+        raise Refusal("CLI-1", "no such file" if not src.exists() else "not a regular file (a folder, a device?)",
+                      str(src))
     if workers is None:
         workers = _workers_for(src.stat().st_size)
     if workers > 0:
@@ -199,7 +217,7 @@ def import_file(src: str | Path, dst: str | Path) -> tuple[int, list[tuple[str, 
 
 
 def _run_export(src: Any, dst: Any, *, mode: str = "structured", **_: Any) -> dict:
-    n = export_file(src, dst, mode=mode or "structured")
+    n = export_file(src, dst, mode="structured" if mode is None else mode)
     return {"events": n}
 
 

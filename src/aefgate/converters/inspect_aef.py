@@ -2021,8 +2021,10 @@ def to_inspect(
         raise Refusal("CLI-2", "the output is an Inspect log: a .json or .eval file", str(out))
     if out.exists() or out.is_symlink():
         raise Refusal("OUT-1", "the output exists", str(out))
+    from aefgate.fsutil import check_destination
+
+    check_destination(out, inputs=(run_dir,))  # a parent that is no folder (OUT-1); not inside the run (OUT-2)
     header, samples = export_run(run_dir, ignore_overlays=ignore_overlays, withheld_ok=withheld_ok)
-    out.parent.mkdir(parents=True, exist_ok=True)
     write_log(out, header, samples, fmt=fmt)
     return out
 

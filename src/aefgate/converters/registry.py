@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from aefgate.errors import Refusal
-from aefgate.fsutil import check_destination
+from aefgate.fsutil import check_destination, make_parents, remove_made
 
 __all__ = [
     "GROUP",
@@ -331,12 +331,17 @@ def run_route(route_: Sequence[Converter], src: str | Path, dst: str | Path,
     src, dst = Path(src), Path(os.path.abspath(dst))
     if not src.exists():
         raise Refusal("CONV-5", "the input does not exist", str(src))
-    check_destination(dst)
+    check_destination(dst, inputs=(src,))
     kwargs = _step_options(route_, options or {})
 
     parent = dst.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{dst.name}.convert-", dir=parent))
+    made = make_parents(dst)
+    ok = False
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f".{dst.name}.convert-", dir=parent))
+    except BaseException:
+        remove_made(made)
+        raise
     work = Path(tempfile.mkdtemp(prefix="aefgate-route-")) if len(route_) > 1 else None
     try:
         current = src
@@ -351,8 +356,11 @@ def run_route(route_: Sequence[Converter], src: str | Path, dst: str | Path,
         if dst.exists():  # an empty folder, replaced
             dst.rmdir()
         (stage / dst.name).rename(dst)
+        ok = True
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         if work is not None:
             shutil.rmtree(work, ignore_errors=True)
+        if not ok:
+            remove_made(made)
     return dst

@@ -68,6 +68,9 @@ def test_depth_limit():
     assert code(b'{"a":' + b"[" * 64 + b"]" * 64 + b"}") == "limit"
     # many brackets inside strings are no depth at all
     assert code(b'{"a":"' + b"[" * 100 + b'"}') is None
+    # deeper than Python's recursion limit: msgspec raises RecursionError, which is the same limit, not a crash
+    assert code(nested(10_000)) == "limit"
+    assert code(b"[" * 100_000 + b"]" * 100_000) == "limit"
 
 
 def test_size_limit():

@@ -143,6 +143,8 @@ def loads(buf: bytes, *, max_size: int = MAX_DOC, top_object: bool = True) -> An
         raise JsonProblem("encoding", "a byte-order mark", "ENC-1")
     try:
         value = _decoder.decode(buf)
+    except RecursionError:  # msgspec stops at Python's recursion limit, far beyond MAX_DEPTH
+        raise JsonProblem("limit", f"nesting deeper than {MAX_DEPTH}", "ENC-17") from None
     except msgspec.DecodeError as e:
         msg = str(e)
         rule = "ENC-3" if "out of range" in msg else ("ENC-2" if "surrogate" in msg else "ENC-1")

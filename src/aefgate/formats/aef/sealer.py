@@ -483,7 +483,7 @@ def seal_run(run_dir: str | Path, *, sealed_by: str = "producer", sealed_at: str
     try:
         at = parse_time(sealed_at)
     except ValueError:
-        raise Refusal("ENC-8", f"sealedAt is not an RFC 3339 UTC time: {sealed_at!r}") from None
+        raise Refusal("ENC-8", f"sealedAt is not an RFC 3339 UTC time: {sealed_at!r}", "at") from None
     ended = run.get("endedAt")
     try:
         if ended is not None and at < parse_time(ended):

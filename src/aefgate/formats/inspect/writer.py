@@ -49,7 +49,7 @@ from aefgate.formats.inspect.zipsafe import (
     ZSTD,
     unsafe_name,
 )
-from aefgate.fsutil import fsync_dir
+from aefgate.fsutil import fsync_dir, make_parents, remove_made
 
 ZSTD_LEVEL = 3  # Inspect's level
 FRAME_INPUT = 200 * 1024 * 1024  # Inspect's _MAX_INPUT_PER_FRAME
@@ -299,7 +299,7 @@ def write_log(path: str | os.PathLike, header: Mapping, samples: Iterable[Mappin
         raise Refusal(rules.OUT_EXISTS, "the destination exists", str(dest))
     head = _check_header(header)
     parent = dest.parent if str(dest.parent) else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
+    made = make_parents(dest)  # OUT-1 when a parent is no folder
     tmp = parent / f".{dest.name}.tmp-{secrets.token_hex(4)}"
     try:
         with open(tmp, "xb") as f:
@@ -313,5 +313,6 @@ def write_log(path: str | os.PathLike, header: Mapping, samples: Iterable[Mappin
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        remove_made(made)
         raise
     return count
