@@ -29,6 +29,8 @@ def require_file(path: Path) -> None:
         raise Refusal("CLI-1", "no such file", str(path))
     if path.is_dir():
         raise Refusal("CLI-1", "a folder, not a file", str(path))
+    if not path.is_file():  # a pipe, a device, a socket: reading may block forever
+        raise Refusal("CLI-1", "not a regular file (a pipe, a device?)", str(path))
 
 
 def read_input(path: Path, *, top_object: bool = True) -> Any:

@@ -200,7 +200,7 @@ def export_file(src: str | Path, dst: str | Path, *, mode: str = "structured", w
     _check_mode(mode)
     src, dst = Path(src), Path(dst)
     if not src.is_file():
-        raise Refusal("CLI-1", "no such file" if not src.exists() else "not a regular file (a folder, a device?)",
+        raise Refusal("CLI-1", "no such file" if not src.exists() else "not a regular file (a folder, a pipe, a device?)",
                       str(src))
     if workers is None:
         workers = _workers_for(src.stat().st_size)

@@ -424,11 +424,17 @@ class Scan:
     too_many: bool = False
 
 
+# what walk() gives for an entry whose name is not UTF-8: neither a file nor a folder (reported, never opened)
+_NOT_UTF8 = os.stat_result((0,) * 10)
+
+
 def walk(top: str | Path, prefix: str = "") -> Iterator[tuple[str, os.stat_result]]:
     """Every entry below ``top`` that is not a folder, as ``(prefix + relative path, lstat result)``.
 
     Entries are examined with ``lstat`` only: a link is reported as the link, never followed or opened, and
-    folders are descended into (an empty folder yields nothing)."""
+    folders are descended into (an empty folder yields nothing). An entry whose name is not UTF-8 (a file or a
+    folder) is given as one entry, its name's bytes beyond UTF-8 written ``\\xNN``, with a mode that is neither a
+    file nor a folder: the caller reports it as it reports a link or a device, and never opens it."""
     stack = [(prefix, os.fspath(top))]
     while stack:
         rel, absdir = stack.pop()
@@ -438,7 +444,14 @@ def walk(top: str | Path, prefix: str = "") -> Iterator[tuple[str, os.stat_resul
             continue
         with it:
             for entry in it:
-                relpath = rel + entry.name
+                name = entry.name
+                if not name.isascii():
+                    try:
+                        name.encode("utf-8")
+                    except UnicodeEncodeError:  # not UTF-8 (os.scandir's surrogateescape form): [RUN-3] breaks it
+                        yield rel + os.fsencode(name).decode("utf-8", "backslashreplace"), _NOT_UTF8
+                        continue
+                relpath = rel + name
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:

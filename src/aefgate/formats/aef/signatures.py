@@ -652,7 +652,8 @@ def keygen(algorithm: str, identity: str, may: Iterable[str] = ()) -> tuple[byte
 
     reason = validator("trust-policy", "writer")({"keys": [entry]})
     if reason is not None:
-        raise Refusal("SIG-4", f"not a trust policy entry: {reason}", "--identity")
+        where = "--may" if reason.startswith("/keys/0/may") else "--identity"
+        raise Refusal("SIG-4", f"not a trust policy entry: {reason}", where)
     private_pem = private.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )

@@ -25,7 +25,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     """``(lineno, value)`` for every line of the NDJSON file ``path`` (1-based), strictly."""
     p = Path(path)
     if not p.is_file():
-        raise Refusal("CLI-1", "no such file" if not p.exists() else "not a regular file (a folder, a device?)",
+        raise Refusal("CLI-1", "no such file" if not p.exists() else "not a regular file (a folder, a pipe, a device?)",
                       str(p))
     try:
         yield from jsonio.iter_ndjson(p)

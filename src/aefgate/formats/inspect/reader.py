@@ -468,6 +468,8 @@ def open_log(path: str | os.PathLike) -> InspectLog:
     :mod:`.zipsafe` and :mod:`.jsontext` refuse; a missing file is ``CLI-1``.
     """
     p = Path(path)
+    if p.exists() and not p.is_dir() and not p.is_file():  # a pipe, a device, a socket: opening may block forever
+        raise Refusal("CLI-1", "not a regular file (a pipe, a device?)", str(p))
     try:
         with open(p, "rb") as f:
             head = f.read(_SNIFF)
