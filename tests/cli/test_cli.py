@@ -56,8 +56,13 @@ def test_version_and_console_script() -> None:
 def test_usage_errors_exit_2() -> None:
     p = aefgate("verify")  # missing argument
     assert p.returncode == 2 and p.stdout == "" and "Missing argument" in p.stderr
-    p = aefgate("verify", "--json")  # with --json, the error is the one JSON value
-    assert p.returncode == 2 and "error" in one_json(p.stdout)
+    p = aefgate("verify", "--json")  # with --json, the error is the one JSON value, CLI-2 at what is wrong
+    assert p.returncode == 2 and one_json(p.stdout)["error"] == {
+        "rule": "CLI-2", "where": "run", "message": "Missing argument 'run'."}
+    p = aefgate("seal", "x", "--sealed-by", "bogus", "--json")
+    assert p.returncode == 2 and one_json(p.stdout)["error"]["where"] == "--sealed-by"
+    p = aefgate("verify", "x", "--bogus", "--json")
+    assert p.returncode == 2 and one_json(p.stdout)["error"]["where"] == "--bogus"
     p = aefgate("no-such-command")
     assert p.returncode == 2
     p = aefgate("aef", "run", "--bogus", "x")  # §9.3: a usage error is exit 2, nothing on stdout

@@ -524,6 +524,16 @@ def _json_requested(args: list[str]) -> bool:
     return "--json" in head
 
 
+def _usage_where(e: Exception) -> str:
+    """The option or argument a usage error is about (``--sealed-by``, ``run``), or ``""``."""
+    param = getattr(e, "param", None)
+    if param is not None:
+        opts = getattr(param, "opts", None) or []
+        return opts[0] if opts and opts[0].startswith("-") else (getattr(param, "name", None) or "")
+    name = getattr(e, "option_name", None)
+    return name if isinstance(name, str) else ""
+
+
 def run(argv: Optional[List[str]] = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -540,9 +550,9 @@ def run(argv: Optional[List[str]] = None) -> int:
     except typer.Abort:
         sys.stderr.write("aborted\n")
         return 130
-    except ClickException as e:  # usage errors: a bad option, a missing argument
+    except ClickException as e:  # usage errors: a bad option, a missing argument (CLI-2, at the option)
         if as_json:
-            render.emit_json({"error": {"rule": "usage", "where": "", "message": e.format_message()}})
+            render.emit_json({"error": {"rule": "CLI-2", "where": _usage_where(e), "message": e.format_message()}})
         e.show()
         return EXIT_INPUT
     except BrokenPipeError:  # the reader of stdout went away (| head): not an error of ours
