@@ -180,3 +180,14 @@ def test_a_time_with_a_space_is_no_rfc3339_date_time(tmp_path: Path) -> None:
     src.write_text(json.dumps(ev) + "\n")
     assert aefgate("import", "aep", src, tmp_path / "o", "--at", AT, "--json").returncode == 0
     assert aefgate("convert", src, tmp_path / "o.jsonl", "--from", "aep", "--to", "cloudevents").returncode == 0
+
+
+def test_an_aep_event_with_extensions_named_headers_and_body_is_an_aep_event(events: Path, tmp_path: Path) -> None:
+    lines = [json.loads(x) for x in events.read_text().splitlines()]
+    for ev in lines:
+        ev["headers"], ev["body"] = "h", "b"  # legal AEP extension attribute names ([a-z0-9]{1,20})
+    src = tmp_path / "ext.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    p = aefgate("import", "aep", src, tmp_path / "o", "--at", AT, "--json")
+    assert p.returncode == 0, p.stdout
+    assert json.loads((tmp_path / "o" / "run.json").read_text())["imported"]["from"] == "aep 0.1"

@@ -995,7 +995,9 @@ class _Importer:
     def take(self, ev: Any, where: str) -> None:
         if not isinstance(ev, dict):
             raise Refusal("AEP-13", "an event is a JSON object", where)
-        if "specversion" in ev or ("headers" in ev and "body" in ev):  # AEP-13: a CloudEvent (AEP-0005)
+        # AEP-13: a CloudEvent (AEP-0005): structured, or an HTTP message line (no "aep": an AEP event may carry
+        # extension attributes named headers and body)
+        if "specversion" in ev or ("headers" in ev and "body" in ev and "aep" not in ev):
             try:
                 from aefgate.formats.cloudevents import ce_inverse, from_http
             except ImportError:
