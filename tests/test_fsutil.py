@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from aefgate.errors import Refusal
-from aefgate.fsutil import atomic_dir, atomic_lines, atomic_write, check_destination, check_outside, count_lines
+from aefgate.fsutil import (
+    atomic_dir,
+    atomic_lines,
+    atomic_write,
+    check_destination,
+    check_file_destination,
+    check_outside,
+    count_lines,
+    input_file_problem,
+)
 
 
 def _leftovers(folder: Path) -> list[str]:
@@ -135,3 +145,22 @@ def test_a_destination_inside_an_input_folder_is_refused(tmp_path: Path) -> None
         assert e.value.rule == "OUT-2" and e.value.where == str(dest)
     check_outside(tmp_path / "runx" / "a.jsonl", [run])  # a sibling whose name starts alike is outside
     check_outside(tmp_path / "a.jsonl", [run, tmp_path / "missing", tmp_path / "link" / "file"])  # files: ignored
+
+
+def test_file_destinations_and_input_files(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "f").write_bytes(b"x")
+    for dest, where in ((tmp_path / "empty", tmp_path / "empty"), (tmp_path / "f", tmp_path / "f"),
+                        (tmp_path / "f" / "x.jsonl", tmp_path / "f")):
+        with pytest.raises(Refusal) as e:
+            check_file_destination(dest)  # a file output: an empty folder is no place for it either
+        assert e.value.rule == "OUT-1" and e.value.where == str(where)
+    with pytest.raises(Refusal) as e:
+        check_file_destination(tmp_path / "empty" / "x.jsonl", [tmp_path / "empty"])
+    assert e.value.rule == "OUT-2"
+    check_file_destination(tmp_path / "new" / "x.jsonl", [tmp_path / "empty"])
+    os.mkfifo(tmp_path / "pipe")
+    assert input_file_problem(tmp_path / "f") is None
+    assert input_file_problem(tmp_path / "missing") == "no such file"
+    assert input_file_problem(tmp_path / "empty") == "a folder, not a file"
+    assert input_file_problem(tmp_path / "pipe") == "not a regular file (a pipe, a device?)"

@@ -62,22 +62,44 @@ def _existing_parent(dest: Path) -> tuple[Path, list[Path]]:
     return p, missing
 
 
-def make_parents(dest: Path) -> list[Path]:
-    """Create the missing folders above ``dest`` (OUT-1 as :func:`check_destination`); the ones made, deepest
-    first, for :func:`remove_made` to take away again when nothing was written after all."""
+def check_file_destination(path: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
+    """A file output: absent (OUT-1, an empty folder too), its nearest existing parent a folder (OUT-1), not inside
+    an input folder of ``inputs`` (OUT-2)."""
+    path = Path(path)
+    if path.exists() or path.is_symlink():
+        raise Refusal("OUT-1", "the destination exists", str(path))
+    check_destination(path, inputs)
+
+
+def input_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot be read as an input file (missing, a folder, not a regular file: a pipe or a device,
+    whose reading may block forever), or None."""
+    p = Path(path)
+    if p.is_file():
+        return None
+    if not p.exists():
+        return "no such file"
+    if p.is_dir():
+        return "a folder, not a file"
+    return "not a regular file (a pipe, a device?)"
+
+
+@contextlib.contextmanager
+def parents_for(dest: Path) -> Iterator[None]:
+    """Create the missing folders above ``dest`` (OUT-1 as :func:`check_destination`) for the block's writing;
+    when the block raises, remove again those it made that are still empty, deepest first."""
     _, missing = _existing_parent(dest)
     for q in reversed(missing):
         q.mkdir(exist_ok=True)
-    return missing
-
-
-def remove_made(made: list[Path]) -> None:
-    """Remove the folders :func:`make_parents` made, deepest first, as long as they are empty."""
-    for q in made:
-        try:
-            q.rmdir()
-        except OSError:
-            break
+    try:
+        yield
+    except BaseException:
+        for q in missing:
+            try:
+                q.rmdir()
+            except OSError:
+                break
+        raise
 
 
 def fsync_dir(path: Path) -> None:
@@ -115,27 +137,22 @@ def atomic_dir(dest: str | Path, *, durable: bool = False) -> Iterator[Path]:
     dest = Path(dest)
     check_destination(dest)
     parent = dest.parent if str(dest.parent) else Path(".")
-    made = make_parents(dest)
-    tmp = parent / f".{dest.name}.tmp-{secrets.token_hex(4)}"
-    try:
+    with parents_for(dest):
+        tmp = parent / f".{dest.name}.tmp-{secrets.token_hex(4)}"
         tmp.mkdir()
-    except BaseException:
-        remove_made(made)
-        raise
-    try:
-        yield tmp
-        if durable:
-            fsync_tree(tmp)
-        check_destination(dest)
-        if dest.exists():
-            dest.rmdir()
-        os.rename(tmp, dest)
-        if durable:
-            fsync_dir(parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        remove_made(made)
-        raise
+        try:
+            yield tmp
+            if durable:
+                fsync_tree(tmp)
+            check_destination(dest)
+            if dest.exists():
+                dest.rmdir()
+            os.rename(tmp, dest)
+            if durable:
+                fsync_dir(parent)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
 
 
 def atomic_write(path: str | Path, data: bytes, *, durable: bool = True) -> None:
@@ -162,34 +179,30 @@ def atomic_lines(path: str | Path, lines: Iterable[bytes | Path], *, durable: bo
     parent = path.parent if str(path.parent) else Path(".")
     if not replace and (path.exists() or path.is_symlink()):
         raise Refusal("OUT-1", "the destination exists", str(path))
-    made = make_parents(path)
     tmp = parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
     n = 0
-    done = False
-    try:
-        with open(tmp, "xb") as f:
-            n = write_lines(f, lines)
+    with parents_for(path):
+        try:
+            with open(tmp, "xb") as f:
+                n = write_lines(f, lines)
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
+            if replace:
+                os.replace(tmp, path)
+            else:
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    raise Refusal("OUT-1", "the destination exists", str(path)) from None
             if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        if replace:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                raise Refusal("OUT-1", "the destination exists", str(path)) from None
-        if durable:
-            fsync_dir(parent)
-        done = True
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        close = getattr(lines, "close", None)
-        if close is not None:
-            close()
-        if not done:
-            remove_made(made)
+                fsync_dir(parent)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            close = getattr(lines, "close", None)
+            if close is not None:
+                close()
     return n
 
 

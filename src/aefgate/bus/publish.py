@@ -432,11 +432,9 @@ def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudeve
 
         check_outside(spool_path, (run_dir,))  # OUT-2: the spool is not written inside the run
     if dest.kind == "file":
-        if dest.path.exists() or dest.path.is_symlink():
-            raise Refusal("OUT-1", "the destination exists", str(dest.path))
-        from aefgate.fsutil import check_destination
+        from aefgate.fsutil import check_file_destination
 
-        check_destination(dest.path, inputs=(run_dir,))  # a parent that is no folder (OUT-1); not in the run (OUT-2)
+        check_file_destination(dest.path, (run_dir,))  # absent, under a folder (OUT-1), not in the run (OUT-2)
     from aefgate.converters.aef_aep import export_events
 
     options = {k: v for k, v in {"max_capture": max_capture, "agent": agent, "source_host": source_host,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from aefgate.errors import Refusal
+from aefgate.fsutil import input_file_problem
 
 
 class SealedBy(str, Enum):
@@ -25,12 +26,9 @@ def require_dir(path: Path) -> None:
 
 
 def require_file(path: Path) -> None:
-    if not path.exists():
-        raise Refusal("CLI-1", "no such file", str(path))
-    if path.is_dir():
-        raise Refusal("CLI-1", "a folder, not a file", str(path))
-    if not path.is_file():  # a pipe, a device, a socket: reading may block forever
-        raise Refusal("CLI-1", "not a regular file (a pipe, a device?)", str(path))
+    problem = input_file_problem(path)
+    if problem is not None:
+        raise Refusal("CLI-1", problem, str(path))
 
 
 def read_input(path: Path, *, top_object: bool = True) -> Any:

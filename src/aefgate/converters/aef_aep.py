@@ -16,6 +16,7 @@ the CloudEvents bridge ``aefgate.formats.cloudevents``; both are imported when f
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -29,7 +30,7 @@ from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.times import parse_time
 from aefgate.formats.aef.vocab import STATES, TYPED_ABSENCES
-from aefgate.fsutil import atomic_lines, check_destination
+from aefgate.fsutil import atomic_lines, check_destination, check_file_destination, input_file_problem
 
 __all__ = [
     "CAPTURE_LEVELS",
@@ -137,6 +138,14 @@ def _aep_module():
     except ImportError:
         return None
     return aep
+
+
+@functools.lru_cache(maxsize=None)
+def _ce_lines():
+    """The CloudEvents bridge's ``(is_cloudevents_line, line_events)``, imported when first needed (AEP-13)."""
+    from aefgate.formats.cloudevents import is_cloudevents_line, line_events
+
+    return is_cloudevents_line, line_events
 
 
 def _check_level(level: Any, where: str = "max_capture") -> str:
@@ -640,7 +649,7 @@ def _guardrail(line: Mapping[str, Any], aef: Mapping[str, Any], expl: str | None
 def to_aep(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], **options: Any) -> Path:
     """AEP-18: the run's events as JSONL at ``out_path``, written atomically (nothing on a refusal)."""
     out = Path(out_path)
-    _check_file_destination(out, run_dir)
+    check_file_destination(out, (run_dir,))
     return _write_jsonl(run_dir, out, options, _encode)
 
 
@@ -920,7 +929,7 @@ def to_cloudevents(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[
         mode = "structured"
     _check_mode(mode)
     out = Path(out_path)
-    _check_file_destination(out, run_dir)
+    check_file_destination(out, (run_dir,))
     where = f"{run_dir}"
 
     def encode(batch: list[dict]) -> bytes:  # the CloudEvents lines of a batch (in the export's workers too)
@@ -936,12 +945,6 @@ def _export_options(options: Mapping[str, Any]) -> dict:
         raise Refusal("CONV-3", f"the AEP export takes no option {', '.join(unknown)}", "--opt")
     out = {k: v for k, v in options.items() if v is not None}
     return out
-
-
-def _check_file_destination(out: Path, run_dir: str | os.PathLike[str]) -> None:
-    if out.is_symlink() or out.exists():
-        raise Refusal("OUT-1", "the destination exists", str(out))
-    check_destination(out, inputs=(run_dir,))  # a parent that is no folder; not inside the run (OUT-2)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -995,24 +998,10 @@ class _Importer:
     def take(self, ev: Any, where: str) -> None:
         if not isinstance(ev, dict):
             raise Refusal("AEP-13", "an event is a JSON object", where)
-        # AEP-13: a CloudEvent (AEP-0005): structured, or an HTTP message line (no "aep": an AEP event may carry
-        # extension attributes named headers and body)
-        if "specversion" in ev or ("headers" in ev and "body" in ev and "aep" not in ev):
-            try:
-                from aefgate.formats.cloudevents import ce_inverse, from_http
-            except ImportError:
-                raise Refusal("AEP-13", "a CloudEvent, and the CloudEvents bridge (aefgate.formats.cloudevents) is "
-                              "not available", where) from None
-            if "specversion" in ev:  # structured (the JSON event format)
-                events = [ce_inverse(ev, where)]
-            else:  # an HTTP message line, as `export cloudevents --mode binary` writes it
-                headers, body = ev["headers"], ev["body"]
-                if type(headers) is not dict or type(body) is not str:
-                    raise Refusal("CE-7", 'an HTTP message line is {"headers": object, "body": string}', where)
-                got = from_http(headers, body.encode("utf-8"), where=where)
-                events = got if isinstance(got, list) else [got]
+        is_ce, line_events = _ce_lines()
+        if is_ce(ev):  # AEP-13: a CloudEvent, JSON format or an HTTP message line (export --mode binary)
             self.cloudevents = True
-            for one in events:
+            for one in line_events(ev, where):
                 if not isinstance(one, dict):
                     raise Refusal("AEP-13", "the CloudEvent does not give an AEP event", where)
                 self._take(one, where)
@@ -1418,13 +1407,15 @@ def _write(imp: _Importer, out: Path, *, at: str | None, key: Any, run_id: str |
 def _at_event(e: Refusal, imp: _Importer, case: str, marker: tuple, node: dict) -> Refusal:
     """A refusal of RunBuilder for a line made from events (a member of ``aef`` of the wrong shape, say): the same
     rule and message, placed at the event that gave the line (``file:line``), the line's own place in the message.
-    The line is found by the path the builder names (``case 'c' at 'p'``) in the tree being added."""
+    The line is found by the place the builder gives it (``builder._where``) in the tree being added."""
+    from aefgate.formats.aef.builder import _where
+
     where = e.where or ""
     stack = [node]
     while stack:
         n = stack.pop()
         path = n.get("path")
-        if isinstance(path, str) and f"case {case!r} at {path!r}" in where:
+        if isinstance(path, str) and _where(case, path, None) in where:
             ln = imp.lines.get((case, path, marker))
             if ln is None:
                 ln = next((v for k, v in imp.lines.items() if k[0] == case and k[1] == path), None)
@@ -1482,9 +1473,9 @@ def from_aep(
 ) -> Path:
     """AEP-13 .. AEP-17: a JSONL file of AEP events (or structured CloudEvents) -> an imported run at ``out_dir``."""
     path = Path(events_path)
-    if not path.is_file():
-        raise Refusal("CONV-5", "the events file does not exist" if not path.exists() else
-                      "the events input is not a regular file", str(path))
+    problem = input_file_problem(path)
+    if problem is not None:
+        raise Refusal("CONV-5", f"the events file: {problem}", str(path))
     return import_events(_read_lines(path), out_dir, at=at, key=key, run_id=run_id, target_mode=target_mode,
                          name=str(path))
 

@@ -11,8 +11,8 @@ event, in the order read. Option ``mode``:
   ``data``, or ``""`` without data).
 
 ``cloudevents -> aep``: a CloudEvents file of either shape (each line is read on its own: a line with
-``headers`` and ``body`` members and no ``specversion`` is an HTTP message, binary, structured or a batch;
-anything else a JSON-format CloudEvent) into an AEP event file (:func:`ce_inverse`). Extension attributes that
+``headers`` and ``body`` members and no ``specversion`` or ``aep`` is an HTTP message, binary, structured or a
+batch; anything else a JSON-format CloudEvent: :func:`line_events`) into an AEP event file. Extension attributes that
 cannot ride the AEP envelope are dropped (AEP-0005 §2 rule 2); ``run`` returns them as diagnostics.
 
 Refusals name the rule and ``path:line``; nothing is written then (the output file is written to a temporary
@@ -21,6 +21,7 @@ sibling and renamed into place only when complete). Output is deterministic: sam
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 from collections import deque
@@ -29,9 +30,17 @@ from typing import Any, Iterator
 
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
-from aefgate.formats.cloudevents import ce_forward, ce_inverse, from_http, iter_jsonl, to_binary_http, write_jsonl
+from aefgate.formats.cloudevents import (
+    ce_forward,
+    ce_inverse,
+    is_cloudevents_line,
+    iter_jsonl,
+    line_events,
+    to_binary_http,
+    write_jsonl,
+)
 from aefgate.formats.cloudevents.mapping import Diagnostic
-from aefgate.fsutil import atomic_lines
+from aefgate.fsutil import atomic_lines, input_file_problem
 
 MODES = ("structured", "binary")
 
@@ -62,10 +71,17 @@ def _export_value(event: Any, where: str, mode: str) -> Any:
 def _checked(event: Any, where: str) -> Any:
     """An AEP event read from a file or made by the inverse bridge: valid against the envelope and payload schemas
     (refused with the AEP rule it breaks, at ``where``), so neither direction turns an invalid event into output."""
+    _check_event()(event, where)
+    return event
+
+
+@functools.lru_cache(maxsize=None)
+def _check_event():
+    """``aefgate.formats.aep.validate.check_event``, imported when a file is first converted (not when the
+    registry loads this module)."""
     from aefgate.formats.aep.validate import check_event
 
-    check_event(event, where)
-    return event
+    return check_event
 
 
 def export_lines(src: str | Path, mode: str = "structured") -> Iterator[Any]:
@@ -177,13 +193,9 @@ def import_lines(src: str | Path, diagnostics: list[tuple[str, Diagnostic]] | No
     for lineno, value in iter_jsonl(src):
         where = f"{src}:{lineno}"
         diags: list[Diagnostic] = []
-        if type(value) is dict and "headers" in value and "body" in value and "specversion" not in value:
-            headers, body = value["headers"], value["body"]
-            if type(headers) is not dict or type(body) is not str:
-                raise Refusal("CE-7", "an HTTP message line is {\"headers\": object, \"body\": string}", where)
-            got = from_http(headers, body.encode("utf-8"), where=where, diagnostics=diags)
-            events = got if isinstance(got, list) else [got]
-        else:
+        if is_cloudevents_line(value):
+            events = line_events(value, where, diags)
+        else:  # not an object, or neither kind of CloudEvents line: ce_inverse says what is wrong
             events = [ce_inverse(value, where, diagnostics=diags)]
         if diagnostics is not None:
             diagnostics.extend((where, d) for d in diags)
@@ -199,9 +211,9 @@ def export_file(src: str | Path, dst: str | Path, *, mode: str = "structured", w
         mode = "structured"
     _check_mode(mode)
     src, dst = Path(src), Path(dst)
-    if not src.is_file():
-        raise Refusal("CLI-1", "no such file" if not src.exists() else "not a regular file (a folder, a pipe, a device?)",
-                      str(src))
+    problem = input_file_problem(src)
+    if problem is not None:
+        raise Refusal("CLI-1", problem, str(src))
     if workers is None:
         workers = _workers_for(src.stat().st_size)
     if workers > 0:

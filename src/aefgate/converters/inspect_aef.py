@@ -2019,11 +2019,9 @@ def to_inspect(
         fmt = {".json": "json", ".eval": "eval"}.get(out.suffix.lower())
     if fmt not in ("json", "eval"):
         raise Refusal("CLI-2", "the output is an Inspect log: a .json or .eval file", str(out))
-    if out.exists() or out.is_symlink():
-        raise Refusal("OUT-1", "the output exists", str(out))
-    from aefgate.fsutil import check_destination
+    from aefgate.fsutil import check_file_destination
 
-    check_destination(out, inputs=(run_dir,))  # a parent that is no folder (OUT-1); not inside the run (OUT-2)
+    check_file_destination(out, (run_dir,))  # absent, under a folder (OUT-1), not inside the run (OUT-2)
     header, samples = export_run(run_dir, ignore_overlays=ignore_overlays, withheld_ok=withheld_ok)
     write_log(out, header, samples, fmt=fmt)
     return out

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from aefgate.errors import Refusal
-from aefgate.fsutil import check_destination, make_parents, remove_made
+from aefgate.fsutil import check_destination, parents_for
 
 __all__ = [
     "GROUP",
@@ -334,33 +334,24 @@ def run_route(route_: Sequence[Converter], src: str | Path, dst: str | Path,
     check_destination(dst, inputs=(src,))
     kwargs = _step_options(route_, options or {})
 
-    parent = dst.parent
-    made = make_parents(dst)
-    ok = False
-    try:
-        stage = Path(tempfile.mkdtemp(prefix=f".{dst.name}.convert-", dir=parent))
-    except BaseException:
-        remove_made(made)
-        raise
-    work = Path(tempfile.mkdtemp(prefix="aefgate-route-")) if len(route_) > 1 else None
-    try:
-        current = src
-        for i, (conv, kw) in enumerate(zip(route_, kwargs)):
-            last = i == len(route_) - 1
-            out = stage / dst.name if last else work / f"step{i}-{conv.target}"  # type: ignore[operator]
-            conv.run(current, out, **kw)
-            if not out.exists():
-                raise RuntimeError(f"converter {conv.name!r} wrote nothing at {out}")
-            current = out
-        check_destination(dst)
-        if dst.exists():  # an empty folder, replaced
-            dst.rmdir()
-        (stage / dst.name).rename(dst)
-        ok = True
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-        if work is not None:
-            shutil.rmtree(work, ignore_errors=True)
-        if not ok:
-            remove_made(made)
+    with parents_for(dst):
+        stage = Path(tempfile.mkdtemp(prefix=f".{dst.name}.convert-", dir=dst.parent))
+        work = Path(tempfile.mkdtemp(prefix="aefgate-route-")) if len(route_) > 1 else None
+        try:
+            current = src
+            for i, (conv, kw) in enumerate(zip(route_, kwargs)):
+                last = i == len(route_) - 1
+                out = stage / dst.name if last else work / f"step{i}-{conv.target}"  # type: ignore[operator]
+                conv.run(current, out, **kw)
+                if not out.exists():
+                    raise RuntimeError(f"converter {conv.name!r} wrote nothing at {out}")
+                current = out
+            check_destination(dst)
+            if dst.exists():  # an empty folder, replaced
+                dst.rmdir()
+            (stage / dst.name).rename(dst)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+            if work is not None:
+                shutil.rmtree(work, ignore_errors=True)
     return dst

@@ -5,7 +5,8 @@
 - :func:`to_structured` / :func:`from_structured`, :func:`to_binary_http` / :func:`to_structured_http` /
   :func:`to_batch_http` / :func:`from_http`, :func:`to_kafka` / :func:`from_kafka`, :func:`to_amqp` /
   :func:`from_amqp`: the JSON event format and the protocol bindings, on the ``cloudevents`` SDK 2.x;
-- :func:`read_jsonl` / :func:`iter_jsonl` / :func:`write_jsonl`: event files.
+- :func:`read_jsonl` / :func:`iter_jsonl` / :func:`write_jsonl`: event files; :func:`is_cloudevents_line` /
+  :func:`line_events`: the AEP events of one CloudEvents line (JSON format, or an HTTP message).
 
 See docs/design/cloudevents-bridge.md for the choices AEP-0005 leaves and the ``CE-n`` rule ids.
 """
@@ -24,7 +25,7 @@ from aefgate.formats.cloudevents.bindings import (
     to_structured,
     to_structured_http,
 )
-from aefgate.formats.cloudevents.files import iter_jsonl, read_jsonl, write_jsonl
+from aefgate.formats.cloudevents.files import is_cloudevents_line, iter_jsonl, line_events, read_jsonl, write_jsonl
 from aefgate.formats.cloudevents.mapping import (
     AEP_TO_CE,
     CE_TO_AEP,
@@ -53,7 +54,9 @@ __all__ = [
     "from_kafka",
     "from_structured",
     "is_valid_cloudevent",
+    "is_cloudevents_line",
     "iter_jsonl",
+    "line_events",
     "read_jsonl",
     "to_amqp",
     "to_batch_http",

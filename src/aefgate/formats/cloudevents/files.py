@@ -15,18 +15,18 @@ from typing import Any, Iterable, Iterator
 
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
-from aefgate.fsutil import atomic_lines
+from aefgate.fsutil import atomic_lines, input_file_problem
 
-__all__ = ["iter_jsonl", "read_jsonl", "write_jsonl"]
+__all__ = ["is_cloudevents_line", "iter_jsonl", "line_events", "read_jsonl", "write_jsonl"]
 
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     """``(lineno, value)`` for every line of the NDJSON file ``path`` (1-based), strictly."""
     p = Path(path)
-    if not p.is_file():
-        raise Refusal("CLI-1", "no such file" if not p.exists() else "not a regular file (a folder, a pipe, a device?)",
-                      str(p))
+    problem = input_file_problem(p)
+    if problem is not None:
+        raise Refusal("CLI-1", problem, str(p))
     try:
         yield from jsonio.iter_ndjson(p)
     except jsonio.JsonProblem as e:
@@ -49,3 +49,26 @@ def write_jsonl(path: str | Path, values: Iterable[Any], *, durable: bool = True
     if path.is_dir():
         raise Refusal("OUT-1", "the destination is a folder", str(path))
     return atomic_lines(path, (jsonio.dump_line(v) for v in values), durable=durable)
+
+
+def is_cloudevents_line(value: Any) -> bool:
+    """Whether a line's value of an event file is a CloudEvent: a JSON-format one (``specversion``), or an HTTP
+    message ``{"headers", "body"}`` (binary, structured or a batch). A value with ``aep`` is an AEP event, even when
+    it carries extension attributes named ``headers`` and ``body``."""
+    return type(value) is dict and ("specversion" in value or (
+        "headers" in value and "body" in value and "aep" not in value))
+
+
+def line_events(value: Any, where: str, diagnostics: list | None = None) -> list[dict]:
+    """The AEP events of one CloudEvents line (:func:`is_cloudevents_line`): one for a JSON-format event, one or
+    more for an HTTP message (a batch). Refusals at ``where`` (``CE-7`` for a message line of the wrong shape)."""
+    from aefgate.formats.cloudevents.bindings import from_http
+    from aefgate.formats.cloudevents.mapping import ce_inverse
+
+    if "specversion" in value:
+        return [ce_inverse(value, where, diagnostics=diagnostics)]
+    headers, body = value["headers"], value["body"]
+    if type(headers) is not dict or type(body) is not str:
+        raise Refusal("CE-7", 'an HTTP message line is {"headers": object, "body": string}', where)
+    got = from_http(headers, body.encode("utf-8"), where=where, diagnostics=diagnostics)
+    return got if isinstance(got, list) else [got]

@@ -40,6 +40,7 @@ from typing import Any, BinaryIO, Iterator, Literal
 from aefgate.errors import Refusal
 from aefgate.formats.inspect import jsontext, rules
 from aefgate.formats.inspect.zipsafe import Archive
+from aefgate.fsutil import input_file_problem
 
 HEADER_JSON = "header.json"
 REDUCTIONS_JSON = "reductions.json"
@@ -468,15 +469,14 @@ def open_log(path: str | os.PathLike) -> InspectLog:
     :mod:`.zipsafe` and :mod:`.jsontext` refuse; a missing file is ``CLI-1``.
     """
     p = Path(path)
-    if p.exists() and not p.is_dir() and not p.is_file():  # a pipe, a device, a socket: opening may block forever
-        raise Refusal("CLI-1", "not a regular file (a pipe, a device?)", str(p))
+    problem = input_file_problem(p)  # a pipe or a device would block the read
+    if problem is not None:
+        raise Refusal("CLI-1", problem, str(p))
     try:
         with open(p, "rb") as f:
             head = f.read(_SNIFF)
-    except FileNotFoundError:
+    except FileNotFoundError:  # removed in between
         raise Refusal("CLI-1", "no such file", str(p)) from None
-    except IsADirectoryError:
-        raise Refusal("CLI-1", "a folder, not a file", str(p)) from None
     if head[:4] == b"PK\x03\x04":
         return _EvalLog(p)
     if head.startswith(b"\xef\xbb\xbf"):

@@ -49,7 +49,7 @@ from aefgate.formats.inspect.zipsafe import (
     ZSTD,
     unsafe_name,
 )
-from aefgate.fsutil import fsync_dir, make_parents, remove_made
+from aefgate.fsutil import fsync_dir, parents_for
 
 ZSTD_LEVEL = 3  # Inspect's level
 FRAME_INPUT = 200 * 1024 * 1024  # Inspect's _MAX_INPUT_PER_FRAME
@@ -299,20 +299,19 @@ def write_log(path: str | os.PathLike, header: Mapping, samples: Iterable[Mappin
         raise Refusal(rules.OUT_EXISTS, "the destination exists", str(dest))
     head = _check_header(header)
     parent = dest.parent if str(dest.parent) else Path(".")
-    made = make_parents(dest)  # OUT-1 when a parent is no folder
     tmp = parent / f".{dest.name}.tmp-{secrets.token_hex(4)}"
-    try:
-        with open(tmp, "xb") as f:
-            count = _write_eval(f, head, samples) if fmt == "eval" else _write_json(f, head, samples)
-            f.flush()
-            os.fsync(f.fileno())
-        if dest.exists() and not overwrite:
-            raise Refusal(rules.OUT_EXISTS, "the destination appeared while the log was written", str(dest))
-        os.replace(tmp, dest)
-        fsync_dir(parent)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        remove_made(made)
-        raise
+    with parents_for(dest):  # OUT-1 when a parent is no folder
+        try:
+            with open(tmp, "xb") as f:
+                count = _write_eval(f, head, samples) if fmt == "eval" else _write_json(f, head, samples)
+                f.flush()
+                os.fsync(f.fileno())
+            if dest.exists() and not overwrite:
+                raise Refusal(rules.OUT_EXISTS, "the destination appeared while the log was written", str(dest))
+            os.replace(tmp, dest)
+            fsync_dir(parent)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            raise
     return count
