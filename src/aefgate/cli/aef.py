@@ -54,7 +54,7 @@ def authorized_withheld(run_dir: Path, policy: Any) -> frozenset[str]:
 
 def verify_with_policy(run_dir: Path, policy: Any, anchors: Optional[list[str]] = None) -> Any:
     """``verify_run`` with the trust policy, if any (authorized redactions and ``signed_by``, §4.5)."""
-    from aefgate.formats.aef.verifier import verify_run
+    from aefgate.formats.aef.trust import verify_run
 
     return verify_run(run_dir, anchors=anchors, policy=policy)
 

@@ -29,7 +29,7 @@ try:  # typer 0.2x and later vendor click
 except ImportError:  # pragma: no cover - older typer depends on click itself
     from click.exceptions import ClickException  # type: ignore[no-redef]
 
-from aefgate import __version__
+from aefgate._version import __version__
 from aefgate.cli import render
 from aefgate.cli.aef import aef_app
 from aefgate.cli.inputs import SealedBy, read_anchors, require_dir

@@ -429,7 +429,7 @@ def _check_options(run_dir: str | os.PathLike[str], *, max_capture: str = "metad
 
 def _verify_intact(root: Path, policy: Any = None):
     """AEP-1: the run's :class:`Verification`, when it is ``intact``; refused otherwise (exit 1)."""
-    from aefgate.formats.aef.verifier import verify_run
+    from aefgate.formats.aef.trust import verify_run
 
     v = verify_run(root, policy=policy)
     if v.outcome != "intact":

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-import aefgate
+from aefgate._version import PRODUCER_NAME, __version__
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.resultid import result_id
@@ -546,7 +546,7 @@ class RunBuilder:
         doc["status"] = status
         if abort_reason is not None:
             doc["abortReason"] = abort_reason
-        doc["producer"] = {"name": aefgate.PRODUCER_NAME, "version": aefgate.__version__}
+        doc["producer"] = {"name": PRODUCER_NAME, "version": __version__}
         skip = {"schemaVersion", "runId", "producer", "imported", *_CLOSING}
         for key, value in h.items():
             if key in skip:

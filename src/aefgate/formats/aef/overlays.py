@@ -5,7 +5,7 @@
 - :func:`compute_view` / :func:`effective_view` give the run as its verified overlays leave it ([OVL-6]..[OVL-10]):
   exactly the §9.2.1 effective-view object for :func:`effective_view`.
 - :func:`authorized_redactions`: the blob paths authorized ``redact`` events withhold ([OVL-10]), which the run
-  verifier takes as ``withheld_ok``.
+  verifier takes as ``withheld_ok`` (``trust.verify_run`` computes them under a policy).
 - :func:`decide` appends one event and seals its batch (``overlays/seal-<nnnn>.json``), signing it with a key when
   one is given (``seal-<nnnn>.dsse.json``). It takes an exclusive lock on the events file from reading the chain
   to writing the seal, so concurrent writers never interleave.
@@ -16,6 +16,9 @@ an I-JSON object valid against the reader ``overlay-event`` schema is ``event-in
 more. A last line without LF is still being written: it is no line (its bytes are ``uncovered`` until a batch
 claims them). More than 1,000,000 lines is ``limit`` once at the file: lines beyond are not read, and the batches
 within the lines read still stand. More than 19,999 files under ``overlays/`` is ``limit`` once at ``overlays``.
+
+Layering: above the verifier (:func:`decide` appends only to a run that verifies intact) and ``seal.py`` (the run's
+seal); below ``trust.py``, the verification under a trust policy, which reads the authorized redactions here.
 
 Nothing here follows a symbolic link: a link (or any other non-regular file) under ``overlays/`` is
 ``unexpected-file``, even one named like the events file or a seal.
@@ -37,9 +40,9 @@ from typing import Any, Iterator
 from aefgate.errors import EXIT_INPUT, EXIT_INTEGRITY, Refusal
 from aefgate.formats.aef import jsonio, runfs
 from aefgate.formats.aef.schema import validator
-from aefgate.formats.aef.sealer import STATEMENT_TYPE, read_seal
+from aefgate.formats.aef.seal import STATEMENT_TYPE, build_manifest, read_seal
 from aefgate.formats.aef.times import now, parse_time
-from aefgate.formats.aef.verifier import order_problems
+from aefgate.formats.aef.verifier import order_problems, verify_run
 
 __all__ = [
     "BATCH_PREDICATE",
@@ -121,8 +124,6 @@ class _Run:
             if reading is not None and reading.doc is not None:
                 self._run_hash = reading.doc["predicate"]["runHash"]
             else:
-                from aefgate.formats.aef.sealer import build_manifest
-
                 self._run_hash = build_manifest(self.root).run_hash
         return self._run_hash
 
@@ -941,8 +942,6 @@ def decide(
     writing started is exit 1. ``policy`` (a trust policy) lets a run whose blobs authorized redactions withhold
     count as intact. Returns what was written.
     """
-    from aefgate.formats.aef.verifier import verify_run
-
     root = Path(run_dir)
     if root.is_symlink() or not root.is_dir() or not (root / "run.json").is_file():
         raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(run_dir))

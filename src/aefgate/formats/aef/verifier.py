@@ -11,6 +11,11 @@
 Problems are ``(path, code)`` pairs ordered as §3.9 says (:func:`problem_sort_key`): by the UTF-8 bytes of the path,
 except that ``<file>:<line>`` paths of the run's NDJSON files order by line number; then by code.
 
+Layering: this module reads a seal with ``seal.py`` (the manifest, ``seal.json`` read and checked), a layer below;
+above it, and never imported here: the sealer (``sealer.seal_run`` seals only a run that verifies), the overlays
+(``overlays.decide`` appends only to an intact run) and ``trust.verify_run`` (this verification under a trust
+policy: the blobs the overlays' authorized redactions withhold, and who signed the attestation).
+
 Memory: ``results.ndjson`` is streamed. What is kept per line is what the rules across files need (a 16-byte key of
 its resultId, its case and path as indexes into interned tables, its trial, its parent's key, a few flags), in
 compact arrays; summary entries keep O(1) state each (the median keeps its values).
@@ -38,7 +43,7 @@ from aefgate.formats.aef.jsonio import JsonProblem
 from aefgate.formats.aef.paths import path_bytes, path_problems
 from aefgate.formats.aef.resultid import result_id
 from aefgate.formats.aef.schema import validator
-from aefgate.formats.aef.sealer import Manifest, read_seal_lean, seal_problems
+from aefgate.formats.aef.seal import Manifest, read_seal_lean, seal_problems
 from aefgate.formats.aef.summary import LEFT_OUT, EntryAccumulator, measure, value_matches
 from aefgate.formats.aef.times import parse_time
 from aefgate.formats.aef.vocab import CONTENT_KINDS, SEC6_ATTRIBUTES
@@ -1584,27 +1589,18 @@ def verify_run(
     run_dir: str | Path,
     *,
     anchors: Iterable[str] | None = None,
-    policy: Any = None,
     withheld_ok: Iterable[str] = (),
 ) -> Verification:
     """Verify a run folder (§3.9, §4.1, §4.5).
 
-    ``anchors``: trusted run hashes (hex): sets ``anchored``. ``policy``: a trust policy ([SIG-4]; a
-    ``signatures.TrustPolicy`` or the path of one): blobs withheld by authorized redactions ([OVL-10]) are
-    ``withheld``, not ``missing``, and ``signed_by`` lists the identities ``attestation.dsse.json`` verifies for,
-    for an intact run ([SIG-7]; None when no policy is given: not checked). ``withheld_ok``: blob paths withheld
-    by authorized redactions, when the caller computed them already."""
+    ``anchors``: trusted run hashes (hex): sets ``anchored``. ``withheld_ok``: blob paths withheld by authorized
+    redactions ([OVL-10]: ``withheld``, not ``missing``), which the overlays compute
+    (``overlays.authorized_redactions``). Under a trust policy (authorized redactions and ``signed_by``, [SIG-7]):
+    ``trust.verify_run``, a layer above this one and the overlays'; here ``signed_by`` is None (not checked)."""
     root = Path(run_dir)
     if root.is_symlink() or not root.is_dir():
         raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(run_dir))
     withheld = set(withheld_ok)
-    if policy is not None:
-        from aefgate.formats.aef.overlays import authorized_redactions
-        from aefgate.formats.aef.signatures import TrustPolicy
-
-        if not isinstance(policy, TrustPolicy):
-            policy = TrustPolicy.load(policy)
-        withheld |= set(authorized_redactions(root, policy))
     enabled = gc.isenabled()
     gc.disable()  # no cycles are made; the collector would only rescan the bookkeeping (about 20 % of the time)
     try:
@@ -1616,10 +1612,6 @@ def verify_run(
     finally:
         if enabled:
             gc.enable()
-    if policy is not None:
-        from aefgate.formats.aef.signatures import attestation_signed_by
-
-        v.signed_by = attestation_signed_by(root, policy) if v.outcome == "intact" else []
     if anchors is not None:
         hashes = set(anchors)
         v.anchored = v.outcome == "intact" and v.run_hash in hashes

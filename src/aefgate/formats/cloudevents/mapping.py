@@ -23,6 +23,10 @@ Refusals (:class:`aefgate.errors.Refusal`, exit 2). Rule ids are AEP-0005's wher
   character CE's String type forbids);
 - ``CE-3``: inbound data that cannot be an AEP ``data`` object (``data_base64``, a non-JSON
   ``datacontenttype``, a ``data`` that is not an object).
+
+Layering: CloudEvents 1.0's value types (``values.py``: :func:`bad_chars`, the Integer range, RFC 3339 times) are
+below both this module and the validity check (``validate.py``), which this module uses: ``values`` < ``validate``
+< ``mapping``. The value helpers stay importable from here.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import re
 from typing import Any, NamedTuple
 
 from aefgate.errors import Refusal
+from aefgate.formats.cloudevents.validate import core_problem
+from aefgate.formats.cloudevents.values import _INT_MAX, _INT_MIN, _json_type, _rfc3339, bad_chars
 
 __all__ = [
     "TYPE_ROOT",
@@ -84,15 +90,6 @@ _AEP_TYPE = re.compile(
     r"(?:\.[a-z0-9_]+)+|x\.[a-z0-9_-]+\.[a-z0-9_]+(?:\.[a-z0-9_]+)+"
 )
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
-# CloudEvents 1.0 String: no C0/C1 controls, no surrogates, no noncharacters
-_CE_BAD_CHARS = re.compile(
-    "[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufdd0-\ufdef\ufffe\uffff"
-    "\U0001fffe\U0001ffff\U0002fffe\U0002ffff\U0003fffe\U0003ffff\U0004fffe\U0004ffff\U0005fffe\U0005ffff"
-    "\U0006fffe\U0006ffff\U0007fffe\U0007ffff\U0008fffe\U0008ffff\U0009fffe\U0009ffff\U000afffe\U000affff"
-    "\U000bfffe\U000bffff\U000cfffe\U000cffff\U000dfffe\U000dffff\U000efffe\U000effff\U000ffffe\U000fffff"
-    "\U0010fffe\U0010ffff]"
-)
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1  # CloudEvents 1.0 Integer
 SEVERITIES = frozenset(["debug", "info", "notice", "warning", "error", "critical"])
 CAPTURES = frozenset(["none", "metadata", "redacted", "full"])
 
@@ -109,13 +106,6 @@ class Diagnostic(NamedTuple):
 
     def __str__(self) -> str:
         return f"[{self.rule}] {self.attribute}: {self.message}"
-
-
-def bad_chars(text: str) -> bool:
-    """True when ``text`` holds a character CloudEvents' String type forbids (fast for ASCII text)."""
-    if text.isascii():
-        return not text.isprintable()  # in ASCII: exactly the C0 controls and DEL
-    return _CE_BAD_CHARS.search(text) is not None
 
 
 def _where(where: str, attr: str) -> str:
@@ -172,14 +162,6 @@ def _ext_value_problem(value: Any) -> str | None:
             return f"the integer {value} is outside CloudEvents' Integer range (32-bit)"
         return None
     return f"a {_json_type(value)} (extension attributes are strings, integers or booleans)"
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {dict: "object", list: "array", float: "number", str: "string", bool: "boolean", int: "integer"}.get(
-        type(value), type(value).__name__
-    )
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -284,28 +266,6 @@ class _Absent:
 
 _ABSENT: Any = _Absent()
 
-# RFC 3339 date-time (section 5.6), time zone required; lower-case t/z allowed by RFC 3339 §5.6's NOTE
-_RFC3339 = re.compile(
-    r"([0-9]{4})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):([0-5][0-9]):([0-5][0-9]|60)"
-    r"(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
-)
-_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-
-
-def _rfc3339(text: str) -> bool:
-    """True when ``text`` is an RFC 3339 ``date-time`` (the day exists in its month and year)."""
-    m = _RFC3339.fullmatch(text)
-    if m is None:
-        return False
-    if text[8:10] > "28":
-        year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
-        if day > _DAYS[month - 1]:
-            return False
-        if month == 2 and day == 29 and not (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)):
-            return False
-    return True
-
-
 # ------------------------------------------------------------------------------------------------------------------
 # inverse: CE -> AEP (AEP-0005 §2)
 # ------------------------------------------------------------------------------------------------------------------
@@ -405,7 +365,3 @@ def ce_inverse(ce: dict, where: str = "", *, diagnostics: list[Diagnostic] | Non
     if data is not _ABSENT:
         out["data"] = data
     return out
-
-
-# validate.py reads this module's helpers: imported last, when they exist
-from aefgate.formats.cloudevents.validate import core_problem  # noqa: E402
