@@ -35,7 +35,7 @@ import os, resource, sys, time, tracemalloc
 t0 = time.perf_counter()
 if sys.argv[3] == "1":
     tracemalloc.start()
-from aefgate.converters.inspect_aef import import_log
+from aefgate.converters.inspect.importer import import_log
 from aefgate.formats.aef import sealer
 from aefgate.formats.inspect import open_log
 

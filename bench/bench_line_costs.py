@@ -13,7 +13,7 @@ decoded lines would make the cyclic garbage collector's passes part of the figur
 - ``jsonio.loads``: the strict reader the verifier uses (decoding, the certificate, the limits of [ENC-17]);
 - the compiled schema validator of a result line (reader side);
 - the line's ``resultId`` ([RES-4], SHA-256);
-- the export's mapping and encoding of the events (``aef_aep._result_events`` and ``aef_aep._encode``, default
+- the export's mapping and encoding of the events (``aep_exporter._result_events`` and ``aep_exporter._encode``, default
   options), on lines decoded beforehand, batch by batch.
 
 The sum of the per-line pieces, against the budget of a target rate on N cores (``N / rate`` CPU seconds per
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import msgspec
 
-from aefgate.converters import aef_aep
+from aefgate.converters.aep import exporter as aep_exporter
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.resultid import result_id
 from aefgate.formats.aef.schema import validator
@@ -87,21 +87,21 @@ def main(argv=None) -> int:
             ln = dec.decode(r)
             result_id(run_id, ln["caseId"], ln["path"], ln.get("trial"))
 
-    opts = aef_aep._check_options(a.run)
-    v = aef_aep._verify_intact(opts.root)
-    ctx, _decisions, targets, redact = aef_aep._context(opts, v.run_hash)
+    opts = aep_exporter._check_options(a.run)
+    v = aep_exporter._verify_intact(opts.root)
+    ctx, _decisions, targets, redact = aep_exporter._context(opts, v.run_hash)
     events = [0]
 
     def export():
         ctx.seq = 0
         batch = []
-        for ev in aef_aep._result_events(ctx, (dec.decode(r) for r in raws), targets, {}, redact):
+        for ev in aep_exporter._result_events(ctx, (dec.decode(r) for r in raws), targets, {}, redact):
             batch.append(ev)
-            if len(batch) >= aef_aep._BATCH:
-                aef_aep._encode(batch)
+            if len(batch) >= aep_exporter._BATCH:
+                aep_exporter._encode(batch)
                 batch = []
         if batch:
-            aef_aep._encode(batch)
+            aep_exporter._encode(batch)
         events[0] = ctx.seq
 
     us = lambda t: t / n * 1e6  # noqa: E731

@@ -45,7 +45,7 @@ sys.path.insert(0, str(HERE.parent))
 from make_runs import make_run  # noqa: E402
 
 from aefgate.bus import codec, publish  # noqa: E402
-from aefgate.converters.aef_aep import export_events  # noqa: E402
+from aefgate.converters.aep.exporter import export_events  # noqa: E402
 from aefgate.formats.aef.sealer import seal_run  # noqa: E402
 from aefgate.formats.aef.verifier import verify_run  # noqa: E402
 from tests.bus._nats import NatsServer  # noqa: E402

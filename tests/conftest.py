@@ -168,3 +168,46 @@ def thirdparty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delitem(sys.modules, "thirdparty_conv", raising=False)
     monkeypatch.syspath_prepend(str(root))
     return root
+
+
+# -- a converter that drops a field it does not declare (the round-trip harness must catch it) ---------------
+
+BROKEN_MODULE = '''
+"""A broken Inspect exporter: it drops every sample's total_time (a case's duration) and does not say so."""
+import json
+from pathlib import Path
+
+from aefgate.converters.inspect import CONVERTERS as INSPECT
+from aefgate.converters.inspect.exporter import export_run
+from aefgate.converters.registry import Converter
+from aefgate.formats.inspect import write_log
+
+IMPORT = [c for c in INSPECT if c.target == "aef"][0]
+EXPORT = [c for c in INSPECT if c.source == "aef"][0]
+
+
+def export(src, dst, **options):
+    header, samples = export_run(src, output_from_evidence=True)
+    for s in samples:
+        s.pop("total_time", None)
+    write_log(Path(dst), header, samples, fmt="json")
+
+
+CONVERTERS = [
+    Converter("brokenlog-to-aef", "brokenlog", "aef", IMPORT.run, IMPORT.options, IMPORT.losses,
+              back_options=IMPORT.back_options, records=IMPORT.records),
+    Converter("aef-to-brokenlog", "aef", "brokenlog", export, losses=EXPORT.losses, suffix=".json"),
+]
+'''
+
+
+def write_broken(root: Path) -> Path:
+    """Write the distribution ``broken_conv-0.1`` (format ``brokenlog``: Inspect's converters, its export dropping
+    every sample's total_time without declaring it) under ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "broken_conv.py").write_text(textwrap.dedent(BROKEN_MODULE))
+    info = root / "broken_conv-0.1.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-conv\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[aefgate.converters]\nbroken = broken_conv:CONVERTERS\n")
+    return root

@@ -19,7 +19,8 @@ import nats
 import pytest
 
 from aefgate.bus.ingest import run_name
-from aefgate.converters.aef_aep import export_events, from_aep
+from aefgate.converters.aep.exporter import export_events
+from aefgate.converters.aep.importer import from_aep
 from aefgate.formats.aef.verifier import verify_run
 from aefgate.formats.cloudevents import to_batch_http, to_binary_http, to_structured, to_structured_http
 from tests.bus._nats import free_port

@@ -246,7 +246,7 @@ def test_sigterm_of_the_fleet_drains_and_seals_whole_runs(nats_server, tmp_path)
 
 def _as_published(events: list[dict], tmp: Path) -> list[dict]:
     """The events `aefgate publish` sends for the run `reference(events)` builds (its export)."""
-    from aefgate.converters.aef_aep import export_events
+    from aefgate.converters.aep.exporter import export_events
 
     return list(export_events(reference(events, tmp)))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aefgate.bus import parse_destination, publish
-from aefgate.converters.aef_aep import export_events
+from aefgate.converters.aep.exporter import export_events
 from aefgate.formats.cloudevents import ce_forward, from_structured
 from tests._shared import copy_run
 from tests.bus.test_publish_nats import RUN, cli

@@ -14,7 +14,7 @@ from cloudevents.core.formats.json import JSONFormat
 
 from aefgate.bus import publish
 from aefgate.bus.retry import retry_after
-from aefgate.converters.aef_aep import export_events
+from aefgate.converters.aep.exporter import export_events
 from aefgate.formats.cloudevents import from_http
 from tests.bus.test_publish_nats import RUN, cli
 

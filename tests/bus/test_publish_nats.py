@@ -15,7 +15,7 @@ from pathlib import Path
 from aefgate.bus import codec, publish, resume
 from aefgate.bus.nats_sink import stream_name
 from aefgate.bus.spool import read_pending
-from aefgate.converters.aef_aep import export_events
+from aefgate.converters.aep.exporter import export_events
 from aefgate.formats.cloudevents import from_structured
 from tests._shared import EXAMPLES, REPO
 

@@ -17,7 +17,7 @@ import pytest
 from aefgate.bus import codec, publish, resume
 from aefgate.bus.pipeline import Producer
 from aefgate.bus.spool import read_pending
-from aefgate.converters.aef_aep import export_events
+from aefgate.converters.aep.exporter import export_events
 from aefgate.errors import Refusal
 from tests._shared import copy_run
 from tests.bus.test_publish_nats import RUN, big_run, cli, stream_count, stream_messages
@@ -189,8 +189,8 @@ def test_http_batches_from_the_child_with_a_spool(tmp_path) -> None:
 # -- the export beside the verification (docs/design/bus.md, "Pipeline") ----------------------------------------------
 #
 # The forked child starts the verification in a grandchild and exports into an unlinked temporary file meanwhile.
-# The tests order the two processes with marker files (no timing): wrappers of aef_aep._verify_intact (run by the
-# grandchild) and of aef_aep._verified_lines (run by the exporting child) wait for each other's markers; the
+# The tests order the two processes with marker files (no timing): wrappers of aep_exporter._verify_intact (run by the
+# grandchild) and of aep_exporter._verified_lines (run by the exporting child) wait for each other's markers; the
 # monkeypatches are made before the fork, so both processes inherit them.
 
 
@@ -225,7 +225,7 @@ class _Order:
     """The markers and the wrappers (installed with :meth:`install`)."""
 
     def __init__(self, tmp, monkeypatch) -> None:
-        from aefgate.converters import aef_aep
+        from aefgate.converters.aep import exporter as aep_exporter
 
         self.dir = tmp / "markers"
         self.dir.mkdir()
@@ -235,9 +235,9 @@ class _Order:
         self.pid = self.dir / "verifier.pid"
         self.pre = self.dir / "pre.pid"  # the pre-export's pid and niceness
         self.spilled = self.dir / "spilled"  # the child opened its temporary file
-        self.aef_aep = aef_aep
+        self.aep_exporter = aep_exporter
         self.monkeypatch = monkeypatch
-        self.real_verify = aef_aep._verify_intact
+        self.real_verify = aep_exporter._verify_intact
 
     def install(self, *, verdict_after_export: bool = False, before_reading=None, after_verify=None) -> None:
         import tempfile
@@ -287,7 +287,7 @@ class _Order:
             order.spilled.touch()
             return real_tmp(*args, **kwargs)
 
-        self.monkeypatch.setattr(self.aef_aep, "_verify_intact", verify)
+        self.monkeypatch.setattr(self.aep_exporter, "_verify_intact", verify)
         self.monkeypatch.setattr(pipeline._Lines, "__iter__", lines)
         self.monkeypatch.setattr(pipeline, "_pre_export", pre_export)
         self.monkeypatch.setattr(tempfile, "TemporaryFile", temporary_file)

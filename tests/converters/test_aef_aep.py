@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from aefgate.converters import aef_aep as m
+from aefgate.converters.aep import common as aep_common
+from aefgate.converters.aep import exporter as aep_exporter
+from aefgate.converters.aep import importer as aep_importer
+import aefgate.converters.aep as aep_pkg
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.builder import RunBuilder
@@ -47,8 +50,8 @@ def _lines(run: Path) -> list[dict]:
 
 def _roundtrip(src: Path, tmp: Path, **opts) -> tuple[Path, Path]:
     events = tmp / "events.jsonl"
-    m.to_aep(src, events, **opts)
-    out = m.from_aep(events, tmp / "back", at=AT)
+    aep_exporter.to_aep(src, events, **opts)
+    out = aep_importer.from_aep(events, tmp / "back", at=AT)
     return events, out
 
 
@@ -144,7 +147,7 @@ def test_round_trip_verifies_and_loses_exactly_the_list(src: Path, ceiling: str,
 def test_round_trip_of_inspect_samples(log: str, tmp_path: Path):
     """Runs imported from the real Inspect logs: intact after the round trip, and what differs is on the page. An
     epochs log's run holds each case's trials then its rollup: the way back writes the rollups last (AEP-15)."""
-    from aefgate.converters.inspect_aef import from_inspect
+    from aefgate.converters.inspect.importer import from_inspect
 
     src = from_inspect(SAMPLES / "inspect" / log, tmp_path / "run", at=AT)
     for ceiling in ("metadata", "full"):
@@ -206,8 +209,8 @@ def test_trials_round_trip(tmp_path: Path):
 
 @pytest.mark.parametrize("src", RUNS, ids=IDS)
 def test_double_export_is_byte_identical(src: Path, tmp_path: Path):
-    m.to_aep(src, tmp_path / "a.jsonl", max_capture="full")
-    m.to_aep(src, tmp_path / "b.jsonl", max_capture="full")
+    aep_exporter.to_aep(src, tmp_path / "a.jsonl", max_capture="full")
+    aep_exporter.to_aep(src, tmp_path / "b.jsonl", max_capture="full")
     a = (tmp_path / "a.jsonl").read_bytes()
     assert a == (tmp_path / "b.jsonl").read_bytes()
     assert a.endswith(b"\n") and b"\n\n" not in a and b"\r" not in a.replace(b"\\r", b"")
@@ -216,7 +219,7 @@ def test_double_export_is_byte_identical(src: Path, tmp_path: Path):
 def test_ids_are_the_pages_formula(tmp_path: Path):
     src = EXAMPLES / "aef-inspect" / "input"
     v = verify_run(src)
-    events = list(m.export_events(src))
+    events = list(aep_exporter.export_events(src))
     h = v.run_hash[:16]
     lines = _lines(src)
     expected = []
@@ -228,13 +231,13 @@ def test_ids_are_the_pages_formula(tmp_path: Path):
     assert all(e["epoch"] == 0 and e["session"] == "01928f3e-7c1a-7b2e-9a51-3f2c0d4e8a10" for e in events)
     assert events[0]["source"] == "aep://aefgate/agent/support-triage/session/01928f3e-7c1a-7b2e-9a51-3f2c0d4e8a10"
     # a run that differs but shares the runId gets other ids ([RUN-13])
-    other = list(m.export_events(EXAMPLES / "aef-inspect" / "run"))
+    other = list(aep_exporter.export_events(EXAMPLES / "aef-inspect" / "run"))
     assert not {e["id"] for e in events} & {e["id"] for e in other}
 
 
 def test_worked_example_on_the_page():
     src = EXAMPLES / "aef-inspect" / "input"
-    events = list(m.export_events(src))
+    events = list(aep_exporter.export_events(src))
     ev = events[2]
     assert ev["data"]["aef"]["path"] == "triage/helpfulness" and ev["seq"] == 2
     page = PAGE.read_text(encoding="utf-8")
@@ -249,12 +252,12 @@ def test_every_event_passes_validate_event(tmp_path: Path):
     validate_event = _needs_aep("validate_event")
     for src in RUNS:
         for ceiling in ("none", "metadata", "full"):
-            for ev in m.export_events(src, max_capture=ceiling):
+            for ev in aep_exporter.export_events(src, max_capture=ceiling):
                 assert validate_event(ev) is None, (src, ev["id"], validate_event(ev))
 
 
 def test_states_severity_label_and_traceparent():
-    events = list(m.export_events(EXAMPLES / "aef-inspect" / "input"))
+    events = list(aep_exporter.export_events(EXAMPLES / "aef-inspect" / "input"))
     by_path = {(e["run"], e["data"]["aef"]["path"]): e for e in events}
     assert [e["data"]["gen_ai.evaluation.score.label"] for e in events] == [
         ln["state"] for ln in _lines(EXAMPLES / "aef-inspect" / "input")]
@@ -271,7 +274,7 @@ def test_states_severity_label_and_traceparent():
 
 def test_trace_id_only_and_agent_options(tmp_path: Path):
     src = EXAMPLES / "otel-aef" / "run"
-    events = list(m.export_events(src, agent="triage bot", source_host="evals.example"))
+    events = list(aep_exporter.export_events(src, agent="triage bot", source_host="evals.example"))
     line = next(e for e in events if e["data"]["aef"]["path"] == "Coherence")
     assert "traceparent" not in line and line["data"]["aef"]["traceId"] == "0af7651916cd43dd8448eb211c80319c"
     assert line["agent"] == "triage bot"
@@ -282,13 +285,13 @@ def test_cause_map(tmp_path: Path):
     src = EXAMPLES / "aef-inspect" / "input"
     cmap = tmp_path / "causes.json"
     cmap.write_text(json.dumps({"case-18": "01RUNFIN18", "r_b75a850bf7391d59bb946e65234b129f": "01RUNFIN19"}))
-    events = list(m.export_events(src, cause_map=str(cmap)))
+    events = list(aep_exporter.export_events(src, cause_map=str(cmap)))
     causes = {e["run"]: e.get("cause") for e in events}
     assert causes["case-18"] == "01RUNFIN18" and causes["case-19"] == "01RUNFIN19" and causes["case-17"] is None
     bad = tmp_path / "bad.json"
     bad.write_text('{"case-18": 3}')
     with pytest.raises(Refusal) as e:
-        m.export_events(src, cause_map=str(bad))
+        aep_exporter.export_events(src, cause_map=str(bad))
     assert e.value.rule == "AEP-7" and e.value.exit_code == 2
 
 
@@ -318,7 +321,7 @@ def _probes(run: Path) -> list[str]:
 
 @pytest.mark.parametrize("src", RUNS, ids=IDS)
 def test_metadata_ceiling_carries_no_free_text(src: Path, tmp_path: Path):
-    m.to_aep(src, tmp_path / "e.jsonl")  # default: metadata
+    aep_exporter.to_aep(src, tmp_path / "e.jsonl")  # default: metadata
     raw = (tmp_path / "e.jsonl").read_text(encoding="utf-8")
     decoded = json.dumps([json.loads(x) for x in raw.splitlines()], ensure_ascii=False)
     for probe in _probes(src):
@@ -326,22 +329,22 @@ def test_metadata_ceiling_carries_no_free_text(src: Path, tmp_path: Path):
     for line in raw.splitlines():
         ev = json.loads(line)
         assert ev["capture"] == "metadata"
-        for field in m.REDACTED_FIELDS[ev["type"]]:
+        for field in aep_common.REDACTED_FIELDS[ev["type"]]:
             head, _, tail = field.partition(".")
             d = ev["data"]
             assert (tail not in d.get(head, {})) if field == "guardrail.explanation" else field not in d
 
 
 def test_full_ceiling_carries_the_explanation_and_off_runs_never_do(tmp_path: Path):
-    events = list(m.export_events(EXAMPLES / "aef-inspect" / "input", max_capture="full"))
+    events = list(aep_exporter.export_events(EXAMPLES / "aef-inspect" / "input", max_capture="full"))
     ex = {e["data"]["aef"]["path"] + "@" + e["run"]: e["data"].get("gen_ai.evaluation.explanation") for e in events}
     assert ex["triage/helpfulness@case-17"].startswith("The answer escalated the refund")  # the reasoning blob
     assert ex["triage@case-22"] == "The judge returned HTTP 429 three times."
     assert all(e["capture"] == "full" for e in events)
-    off = list(m.export_events(EXAMPLES / "inspect-aef" / "run-off", max_capture="full"))
+    off = list(aep_exporter.export_events(EXAMPLES / "inspect-aef" / "run-off", max_capture="full"))
     assert off and all(e["capture"] == "metadata" for e in off)  # AEP-8: never above the run's contentCapture
     assert not any("gen_ai.evaluation.explanation" in e["data"] for e in off)
-    none = list(m.export_events(EXAMPLES / "aef-inspect" / "input", max_capture="none"))
+    none = list(aep_exporter.export_events(EXAMPLES / "aef-inspect" / "input", max_capture="none"))
     assert none and all("data" not in e and e["capture"] == "none" for e in none)
 
 
@@ -351,7 +354,7 @@ def test_redacted_ceiling_runs_the_pipeline_or_is_refused(tmp_path: Path):
     from aefgate.formats.aef import overlays as ov
 
     ov.decide(run, kind="annotate", by="reviewer-1", reason="mail alice@example.com, token=abc123secret", at=AT)
-    events = list(m.export_events(run, max_capture="redacted"))
+    events = list(aep_exporter.export_events(run, max_capture="redacted"))
     assert all(e["capture"] == "redacted" for e in events)  # the pipeline ran: the claim is minted (AEP-0001 §8.2(e))
     note = events[-1]["data"]["comment"]
     assert "alice@example.com" not in note and "abc123secret" not in note and "[REDACTED:" in note
@@ -364,7 +367,7 @@ def test_redacted_ceiling_runs_the_pipeline_or_is_refused(tmp_path: Path):
 
 def test_redacted_fields_match_the_schema_annotations():
     capture_classes = _needs_aep("capture_classes")
-    for etype, fields in m.REDACTED_FIELDS.items():
+    for etype, fields in aep_common.REDACTED_FIELDS.items():
         classes = capture_classes(etype)  # JSON pointers into data -> class
         pointers = {"/guardrail/explanation" if f == "guardrail.explanation" else "/" + f for f in fields}
         assert {k for k, v in classes.items() if v == "redacted"} == pointers, (etype, classes)
@@ -372,7 +375,7 @@ def test_redacted_fields_match_the_schema_annotations():
 
 def test_unknown_capture_level_is_refused():
     with pytest.raises(Refusal) as e:
-        m.export_events(EXAMPLES / "aef-inspect" / "input", max_capture="verbatim")
+        aep_exporter.export_events(EXAMPLES / "aef-inspect" / "input", max_capture="verbatim")
     assert e.value.rule == "AEP-8" and e.value.exit_code == 2
 
 
@@ -409,10 +412,10 @@ def _synthetic(tmp: Path) -> Path:
 
 def test_human_lines_are_feedback_and_graders_are_marked(tmp_path: Path):
     run = _synthetic(tmp_path)
-    events = list(m.export_events(run, max_capture="full"))
+    events = list(aep_exporter.export_events(run, max_capture="full"))
     kinds = [(e["type"], e["data"]["aef"]["path"]) for e in events]
-    assert kinds == [(m.T_FEEDBACK, "quality"), (m.T_EVAL, "judged"), (m.T_EVAL, "judged-cal"),
-                     (m.T_EVAL, "resisted"), (m.T_GUARD, "resisted")]
+    assert kinds == [(aep_common.T_FEEDBACK, "quality"), (aep_common.T_EVAL, "judged"), (aep_common.T_EVAL, "judged-cal"),
+                     (aep_common.T_EVAL, "resisted"), (aep_common.T_GUARD, "resisted")]
     fb = events[0]["data"]
     assert fb["rating"] == 0.9 and fb["label"] == "passed" and fb["source"] == "human"
     assert fb["comment"] == "Reviewer note: solid answer" and fb["aef"]["metric"] == "quality"
@@ -425,9 +428,9 @@ def test_human_lines_are_feedback_and_graders_are_marked(tmp_path: Path):
                  "detector": {"name": "redteam:jailbreak", "version": "2"},
                  "explanation": "Attack prompt: ignore all rules"}
     assert events[4]["severity"] == "error" and events[4]["id"].endswith("-g")
-    meta = list(m.export_events(run))
+    meta = list(aep_exporter.export_events(run))
     assert "explanation" not in meta[4]["data"]["guardrail"] and "comment" not in meta[0]["data"]
-    back = m.import_events(meta, tmp_path / "back", at=AT)
+    back = aep_importer.import_events(meta, tmp_path / "back", at=AT)
     assert verify_run(back).outcome == "intact"
     lines = {ln["path"]: ln for ln in _lines(back)}
     assert lines["quality"]["annotator"] == {"kind": "HUMAN"}
@@ -437,7 +440,7 @@ def test_human_lines_are_feedback_and_graders_are_marked(tmp_path: Path):
     assert set(lines) == {"quality", "judged", "judged-cal", "resisted"}
     assert lines["quality"]["evaluator"] == {"id": "human:review"}
     # at full, the whole run comes back but for the page's list
-    full = m.import_events(events, tmp_path / "back-full", at=AT)
+    full = aep_importer.import_events(events, tmp_path / "back-full", at=AT)
     assert verify_run(full).outcome == "intact"
     lost = _compare(run, full)
     assert lost <= set(LOSS_ITEMS) - NOT_AT_FULL, lost
@@ -450,12 +453,12 @@ def test_human_lines_are_feedback_and_graders_are_marked(tmp_path: Path):
     ("evaluatorVersion", 2), ("component", "x"), ("aggregation", 1), ("usage", {}), ("startedAt", "soon"),
 ])
 def test_wrong_aef_members_are_refused_never_a_traceback(member: str, value, tmp_path: Path):
-    events = list(m.export_events(_synthetic(tmp_path), max_capture="full"))
+    events = list(aep_exporter.export_events(_synthetic(tmp_path), max_capture="full"))
     bad = [dict(e) for e in events]
     for e in bad:
         e["data"] = dict(e["data"], aef=dict(e["data"]["aef"], **{member: value}))
     with pytest.raises(Refusal) as r:
-        m.import_events(bad, tmp_path / "back", at=AT)
+        aep_importer.import_events(bad, tmp_path / "back", at=AT)
     assert r.value.exit_code == 2 and not (tmp_path / "back").exists()
 
 
@@ -475,8 +478,8 @@ def test_overlay_decisions_become_feedback(tmp_path: Path):
         f.write(jsonio.dump_line({"schemaVersion": "1.0", "eventId": "ov_unsealed1", "kind": "reject",
                                   "target": {"run": "01928f3e-7c1a-7b2e-9a51-3f2c0d4e8a10"},
                                   "by": {"identity": "mallory"}, "at": AT}))
-    events = list(m.export_events(run, max_capture="full"))
-    fb = [e for e in events if e["type"] == m.T_FEEDBACK]
+    events = list(aep_exporter.export_events(run, max_capture="full"))
+    fb = [e for e in events if e["type"] == aep_common.T_FEEDBACK]
     assert [e["data"]["aef"]["decision"] for e in fb] == ["approve", "override", "waive"]
     approve, override, waive = fb
     assert approve["data"]["rating"] == 1 and "run" not in approve and approve["severity"] == "info"
@@ -485,9 +488,9 @@ def test_overlay_decisions_become_feedback(tmp_path: Path):
     assert override["data"]["comment"] == "Judge misread the policy text" and override["severity"] == "notice"
     assert waive["data"]["aef"]["expires"] == "2027-01-01T00:00:00Z"
     assert [e["seq"] for e in events] == list(range(len(events)))
-    meta = list(m.export_events(run))
+    meta = list(aep_exporter.export_events(run))
     assert not any("comment" in e.get("data", {}) for e in meta)
-    back = m.import_events(meta, tmp_path / "back", at=AT)  # AEP-15: decisions are not imported
+    back = aep_importer.import_events(meta, tmp_path / "back", at=AT)  # AEP-15: decisions are not imported
     assert verify_run(back).outcome == "intact" and not (back / "overlays").exists()
     assert len(_lines(back)) == len(_lines(run))
 
@@ -501,7 +504,7 @@ def test_foreign_golden_events_import(tmp_path: Path):
     assert len(assess) == 3
     src = tmp_path / "golden.jsonl"
     src.write_bytes(b"".join(jsonio.dump_line(e) for e in assess))
-    back = m.from_aep(src, tmp_path / "back", at=AT, target_mode="replayed")
+    back = aep_importer.from_aep(src, tmp_path / "back", at=AT, target_mode="replayed")
     assert verify_run(back).outcome == "intact"
     run = jsonio.read_json(back / "run.json")
     assert run["runId"] == "s_assess" and run["subject"] == {"ref": "agent:claude-code", "kind": "agent"}
@@ -519,42 +522,42 @@ def test_foreign_golden_events_import(tmp_path: Path):
     assert g["ext"]["aefgate.aep"]["guardrail"]["verdict"] == "blocked"
     assert "explanation" not in g["ext"]["aefgate.aep"]["guardrail"]
     # and out again: the imported guardrail is re-emitted as a guardrail verdict (AEP-11)
-    again = list(m.export_events(back))
-    assert [e["type"] for e in again if e["type"] == m.T_GUARD] == [m.T_GUARD]
+    again = list(aep_exporter.export_events(back))
+    assert [e["type"] for e in again if e["type"] == aep_common.T_GUARD] == [aep_common.T_GUARD]
 
 
 def test_non_assessment_events_and_redeliveries_are_not_imported(tmp_path: Path):
     src = EXAMPLES / "aef-inspect" / "input"
-    events = list(m.export_events(src))
+    events = list(aep_exporter.export_events(src))
     other = {"aep": "0.1", "id": "x1", "type": "run.finished", "time": AT, "source": events[0]["source"],
              "agent": "a", "session": events[0]["session"], "seq": 99}
     future = dict(events[0], aep="1.0", id="future")
     with pytest.warns(UserWarning, match="1 event"):  # AEP-0003 §3.1: skipped, reported once
-        back = m.import_events([other, *events, events[3], future], tmp_path / "back", at=AT)
+        back = aep_importer.import_events([other, *events, events[3], future], tmp_path / "back", at=AT)
     assert len(_lines(back)) == len(_lines(src))
-    assert m._utc("2026-07-03T12:22:00.123456789+02:00") == "2026-07-03T10:22:00.123456Z"
-    assert m._utc("2026-07-03T10:22:00") is None  # no offset: not RFC 3339
+    assert aep_common._utc("2026-07-03T12:22:00.123456789+02:00") == "2026-07-03T10:22:00.123456Z"
+    assert aep_common._utc("2026-07-03T10:22:00") is None  # no offset: not RFC 3339
 
 
 def test_cloudevents_round_trip(tmp_path: Path):
     src = EXAMPLES / "aef-inspect" / "input"
-    m.to_cloudevents(src, tmp_path / "ce.jsonl")
+    aep_exporter.to_cloudevents(src, tmp_path / "ce.jsonl")
     first = json.loads((tmp_path / "ce.jsonl").read_text().splitlines()[0])
     assert "specversion" in first
-    back = m.from_cloudevents(tmp_path / "ce.jsonl", tmp_path / "back", at=AT)
+    back = aep_importer.from_cloudevents(tmp_path / "ce.jsonl", tmp_path / "back", at=AT)
     assert verify_run(back).outcome == "intact"
     assert jsonio.read_json(back / "run.json")["imported"]["from"] == "aep 0.1 (cloudevents)"
     # binary mode: one HTTP binary-mode message per line, read back by the bridge gives the AEP export's events
     from aefgate.formats.cloudevents import from_http
 
-    m.to_cloudevents(src, tmp_path / "bin.jsonl", mode="binary")
-    m.to_aep(src, tmp_path / "aep.jsonl")
+    aep_exporter.to_cloudevents(src, tmp_path / "bin.jsonl", mode="binary")
+    aep_exporter.to_aep(src, tmp_path / "aep.jsonl")
     binary = [json.loads(x) for x in (tmp_path / "bin.jsonl").read_text().splitlines()]
     aep = [json.loads(x) for x in (tmp_path / "aep.jsonl").read_text().splitlines()]
     assert all(msg["headers"]["ce-specversion"] == "1.0" for msg in binary)
     assert [from_http(msg["headers"], msg["body"].encode()) for msg in binary] == aep
     with pytest.raises(Refusal) as e:
-        m.to_cloudevents(src, tmp_path / "other.jsonl", mode="batch")
+        aep_exporter.to_cloudevents(src, tmp_path / "other.jsonl", mode="batch")
     assert e.value.rule == "CONV-3" and not (tmp_path / "other.jsonl").exists()
 
 
@@ -566,13 +569,13 @@ def test_unverified_run_is_refused_with_exit_1(tmp_path: Path):
     p = run / "results.ndjson"
     p.write_bytes(p.read_bytes().replace(b'"value":0.55', b'"value":0.56', 1))
     with pytest.raises(Refusal) as e:
-        m.to_aep(run, tmp_path / "out.jsonl")
+        aep_exporter.to_aep(run, tmp_path / "out.jsonl")
     assert e.value.rule == "AEP-1" and e.value.exit_code == 1
     assert not (tmp_path / "out.jsonl").exists()
     (run / "seal.json").unlink()
     p.write_bytes(p.read_bytes().replace(b'"value":0.56', b'"value":0.55', 1))
     with pytest.raises(Refusal) as e:  # unsealed: verifies, but is not intact
-        m.export_events(run)
+        aep_exporter.export_events(run)
     assert e.value.rule == "AEP-1" and e.value.exit_code == 1 and "unsealed" in e.value.message
 
 
@@ -586,11 +589,11 @@ def test_unverified_run_is_refused_with_exit_1(tmp_path: Path):
      "AEP-13"),
 ])
 def test_malformed_events_are_refused_with_file_and_line(bad: bytes, rule: str, tmp_path: Path):
-    good = jsonio.dump_line(next(iter(m.export_events(EXAMPLES / "aef-inspect" / "input"))))
+    good = jsonio.dump_line(next(iter(aep_exporter.export_events(EXAMPLES / "aef-inspect" / "input"))))
     src = tmp_path / "events.jsonl"
     src.write_bytes(good + bad)
     with pytest.raises(Refusal) as e:
-        m.from_aep(src, tmp_path / "back")
+        aep_importer.from_aep(src, tmp_path / "back")
     assert e.value.exit_code == 2
     assert e.value.rule == rule or e.value.where.endswith(":2"), e.value
     assert e.value.where == f"{src}:2"
@@ -598,26 +601,26 @@ def test_malformed_events_are_refused_with_file_and_line(bad: bytes, rule: str, 
 
 
 def test_import_refusals(tmp_path: Path):
-    events = list(m.export_events(EXAMPLES / "aef-inspect" / "input"))
+    events = list(aep_exporter.export_events(EXAMPLES / "aef-inspect" / "input"))
     with pytest.raises(Refusal) as e:
-        m.import_events([], tmp_path / "a")
+        aep_importer.import_events([], tmp_path / "a")
     assert e.value.rule == "AEP-14"
     other = dict(events[1], session="another", id="x")
     with pytest.raises(Refusal) as e:
-        m.import_events([events[0], other], tmp_path / "b")
+        aep_importer.import_events([events[0], other], tmp_path / "b")
     assert e.value.rule == "AEP-14" and e.value.where == "<events>:2"
     orphan = [e for e in events if e["data"]["aef"].get("parent")][:1]
     with pytest.raises(Refusal) as e:
-        m.import_events(orphan, tmp_path / "c")
+        aep_importer.import_events(orphan, tmp_path / "c")
     assert e.value.rule == "AEP-15"
     clash = dict(events[0], id="clash")
     clash["data"] = dict(events[0]["data"], **{"gen_ai.evaluation.score.label": "passed"})
     with pytest.raises(Refusal) as e:
-        m.import_events([events[0], clash], tmp_path / "d")
+        aep_importer.import_events([events[0], clash], tmp_path / "d")
     assert e.value.rule == "AEP-15"
     assert not any((tmp_path / x).exists() for x in "abcd")
     # several sessions are one run when run_id is given
-    ok = m.import_events([events[4], dict(events[5], session="another", id="y")], tmp_path / "e", run_id="merged",
+    ok = aep_importer.import_events([events[4], dict(events[5], session="another", id="y")], tmp_path / "e", run_id="merged",
                          at=AT)
     assert jsonio.read_json(ok / "run.json")["imported"]["asserted"][0] == "runId"
 
@@ -638,24 +641,28 @@ def _bullets(title: str) -> list[str]:
 
 
 def test_losses_are_the_pages_list():
-    assert list(m.LOSSES_TO_AEP) == _bullets("**AEF -> AEP.**")
-    assert list(m.LOSSES_FROM_AEP) == (_bullets("**AEP -> AEF** (of events aefgate exported).")
+    assert [x.text for x in aep_pkg.LOSSES_TO_AEP] == _bullets("**AEF -> AEP.**")
+    assert [x.text for x in aep_pkg.LOSSES_FROM_AEP] == (_bullets("**AEP -> AEF** (of events aefgate exported).")
                                        + _bullets("**AEP -> AEF** (foreign events)."))
 
 
 def test_registry_entries():
-    names = {(c.source, c.target): c for c in m.CONVERTERS}
-    assert set(names) == {("aef", "aep"), ("aep", "aef"), ("aef", "cloudevents"), ("cloudevents", "aef")}
+    from aefgate.converters.cloudevents import CONVERTERS as CE
+
+    names = {(c.source, c.target): c for c in aep_pkg.CONVERTERS + CE}
+    assert {k for k, c in names.items() if c in aep_pkg.CONVERTERS} == {("aef", "aep"), ("aep", "aef")}
+    assert {("aef", "cloudevents"), ("cloudevents", "aef")} <= set(names)
     assert {o.name for o in names[("aef", "aep")].options} == {"max_capture", "agent", "source_host", "cause_map"}
     assert {o.name for o in names[("aef", "cloudevents")].options} >= {"mode"}
     assert {o.name for o in names[("aep", "aef")].options} == {"at", "run_id", "target_mode"}
-    assert names[("aef", "aep")].losses == m.LOSSES_TO_AEP and names[("aep", "aef")].losses == m.LOSSES_FROM_AEP
+    assert names[("aef", "aep")].losses == aep_pkg.LOSSES_TO_AEP
+    assert names[("aep", "aef")].losses == aep_pkg.LOSSES_FROM_AEP
 
 
 def test_convert_through_the_registry(tmp_path: Path):
     from aefgate.converters.registry import Registry
 
-    reg = Registry(m.CONVERTERS)
+    reg = Registry(aep_pkg.CONVERTERS)
     out = tmp_path / "e.jsonl"
     from aefgate.converters.registry import run_route
 
@@ -670,16 +677,16 @@ def test_convert_through_the_registry(tmp_path: Path):
 def _export_both(run: Path, tmp: Path, monkeypatch, name: str, fn=None, **opts) -> tuple[bytes, bytes, int]:
     """The export (``fn``, default ``to_aep``) with AEFGATE_WORKERS=0 and =2 (threshold lowered), and how often
     the parallel path ran."""
-    fn = m.to_aep if fn is None else fn
+    fn = aep_exporter.to_aep if fn is None else fn
     calls = []
-    parallel = m._parallel_bytes
+    parallel = aep_exporter._parallel_bytes
 
     def spy(*a, **k):
         calls.append(1)
         return parallel(*a, **k)
 
-    monkeypatch.setattr(m, "_parallel_bytes", spy)
-    monkeypatch.setattr(m, "_PARALLEL_FROM", 0)
+    monkeypatch.setattr(aep_exporter, "_parallel_bytes", spy)
+    monkeypatch.setattr(aep_exporter, "_PARALLEL_FROM", 0)
     out = {}
     for workers in ("0", "2"):
         monkeypatch.setenv("AEFGATE_WORKERS", workers)
@@ -694,7 +701,7 @@ def _export_both(run: Path, tmp: Path, monkeypatch, name: str, fn=None, **opts) 
 def test_parallel_export_same_bytes_example_runs(tmp_path: Path, monkeypatch, src: Path, level: str):
     """Every example run (several scores a line, people's judgments, guardrails, trials, offset times), one line a
     range: the envelope seq counts across ranges exactly as in one process."""
-    monkeypatch.setattr(m, "_RANGE", 1)
+    monkeypatch.setattr(aep_exporter, "_RANGE", 1)
     one, many, calls = _export_both(src, tmp_path, monkeypatch, "x", max_capture=level)
     assert calls == 1 and one == many and one
     events = [json.loads(x) for x in many.splitlines()]
@@ -727,7 +734,7 @@ def _big_run(tmp: Path, lines: int = 3000) -> Path:
 def test_parallel_export_same_bytes_big_run(tmp_path: Path, monkeypatch, level: str):
     """A bench run of many ranges, with overlay decisions targeting lines of different ranges and a cause map."""
     run = _big_run(tmp_path)
-    monkeypatch.setattr(m, "_RANGE", 64 * 1024)
+    monkeypatch.setattr(aep_exporter, "_RANGE", 64 * 1024)
     assert (run / "results.ndjson").stat().st_size > 10 * 64 * 1024
     lines = _lines(run)
     cmap = tmp_path / "causes.json"
@@ -751,15 +758,15 @@ def test_parallel_export_same_bytes_big_run(tmp_path: Path, monkeypatch, level: 
 def test_parallel_cloudevents_export_same_bytes(tmp_path: Path, monkeypatch, mode: str):
     """export cloudevents runs through the same ranges (AEP-18): in one process and in workers, the bytes of each
     AEP event's CloudEvents line, in order (the bench run with overlay decisions, and every example run)."""
-    from aefgate.converters.aep_cloudevents import _export_value
+    from aefgate.formats.cloudevents.files import line_value as _export_value
     from aefgate.formats.aef import jsonio
 
-    monkeypatch.setattr(m, "_RANGE", 64 * 1024)
+    monkeypatch.setattr(aep_exporter, "_RANGE", 64 * 1024)
     for k, run in enumerate([_big_run(tmp_path)] + list(RUNS)):
         expected = b"".join(jsonio.dump_line(_export_value(ev, str(run), mode))
-                            for ev in m.export_events(run, max_capture="full"))
+                            for ev in aep_exporter.export_events(run, max_capture="full"))
         one, many, calls = _export_both(run, tmp_path, monkeypatch, f"ce-{mode}-{k}",
-                                        fn=lambda r, p, **o: m.to_cloudevents(r, p, mode=mode, **o),
+                                        fn=lambda r, p, **o: aep_exporter.to_cloudevents(r, p, mode=mode, **o),
                                         max_capture="full")
         assert calls == 1 and one == many == expected and one
 
@@ -767,20 +774,20 @@ def test_parallel_cloudevents_export_same_bytes(tmp_path: Path, monkeypatch, mod
 def test_parallel_export_default_threshold(tmp_path: Path, monkeypatch):
     """Below _PARALLEL_FROM (and without AEFGATE_WORKERS) the export stays in this process."""
     monkeypatch.delenv("AEFGATE_WORKERS", raising=False)
-    assert m._workers_for(m._PARALLEL_FROM - 1) == 0
+    assert aep_exporter._workers_for(aep_exporter._PARALLEL_FROM - 1) == 0
     monkeypatch.setenv("AEFGATE_WORKERS", "0")
-    assert m._workers_for(1 << 40) == 0
+    assert aep_exporter._workers_for(1 << 40) == 0
     monkeypatch.setenv("AEFGATE_WORKERS", "3")
-    assert m._workers_for(10) == 3
+    assert aep_exporter._workers_for(10) == 3
 
 
 @pytest.mark.parametrize("damage", ["garbled", "no-final-lf"])
 def test_parallel_export_refusal_same_as_one_process(tmp_path: Path, monkeypatch, damage: str):
     """results.ndjson changed after its verification: a worker's refusal is the one process's (rule, where)."""
     run = _big_run(tmp_path)
-    monkeypatch.setattr(m, "_RANGE", 64 * 1024)
-    monkeypatch.setattr(m, "_PARALLEL_FROM", 0)
-    prepare = m._prepare
+    monkeypatch.setattr(aep_exporter, "_RANGE", 64 * 1024)
+    monkeypatch.setattr(aep_exporter, "_PARALLEL_FROM", 0)
+    prepare = aep_exporter._prepare
     path = run / "results.ndjson"
     original = path.read_bytes()
 
@@ -796,13 +803,13 @@ def test_parallel_export_refusal_same_as_one_process(tmp_path: Path, monkeypatch
         path.write_bytes(bytes(data))
         return got
 
-    monkeypatch.setattr(m, "_prepare", damaged)
+    monkeypatch.setattr(aep_exporter, "_prepare", damaged)
     seen = {}
     for workers in ("0", "2"):
         monkeypatch.setenv("AEFGATE_WORKERS", workers)
         out = tmp_path / f"out-{workers}.jsonl"
         with pytest.raises(Refusal) as r:
-            m.to_aep(run, out, max_capture="full")
+            aep_exporter.to_aep(run, out, max_capture="full")
         assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
         seen[workers] = (r.value.rule, r.value.where, r.value.message, r.value.exit_code)
         path.write_bytes(original)

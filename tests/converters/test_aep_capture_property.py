@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aefgate.converters import aef_aep
+from aefgate.converters.aep import exporter as aep_exporter
 from aefgate.formats.aef import overlays
 from aefgate.formats.aef.builder import RunBuilder
 from aefgate.formats.aep import validate_event
@@ -78,9 +78,9 @@ def test_no_redacted_class_text_at_a_metadata_ceiling(generated) -> None:
         overlays.decide(run, kind="annotate", by="reviewer-9", reason=f"note: {comment}", at=AT)
         planted.add(comment)
         outputs = {
-            "aep": aef_aep.to_aep(run, root / "events.jsonl"),
-            "structured": aef_aep.to_cloudevents(run, root / "ce.jsonl"),
-            "binary": aef_aep.to_cloudevents(run, root / "bin.jsonl", mode="binary"),
+            "aep": aep_exporter.to_aep(run, root / "events.jsonl"),
+            "structured": aep_exporter.to_cloudevents(run, root / "ce.jsonl"),
+            "binary": aep_exporter.to_cloudevents(run, root / "bin.jsonl", mode="binary"),
         }
         for name, path in outputs.items():
             data = path.read_bytes()
@@ -95,7 +95,7 @@ def test_no_redacted_class_text_at_a_metadata_ceiling(generated) -> None:
         # the same run at full capture does carry them (when the run kept content): the property is not vacuous
         if capture == "on":
             # (AEP-9: a line's text is its reason, else its reasoning blob's)
-            full = aef_aep.to_aep(run, root / "full.jsonl", max_capture="full").read_bytes()
+            full = aep_exporter.to_aep(run, root / "full.jsonl", max_capture="full").read_bytes()
             texts = {reason if reason is not None else explanation
                      for _, lines in cases for _, state, reason, explanation, _ in lines
                      if reason is not None or state in ("passed", "failed", "warn")}

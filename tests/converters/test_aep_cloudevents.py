@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aefgate.converters.aep_cloudevents import CONVERTERS
+from aefgate.converters.cloudevents import CONVERTERS
 from aefgate.converters.registry import Registry, run_route
 from aefgate.errors import Refusal
 from aefgate.formats.cloudevents import from_http, is_valid_cloudevent
@@ -25,7 +25,8 @@ def _values(path: Path) -> list:
 
 
 def test_registered_directions() -> None:
-    assert {(c.source, c.target) for c in CONVERTERS} == {("aep", "cloudevents"), ("cloudevents", "aep")}
+    direct = {(c.source, c.target) for c in CONVERTERS if "aef" not in (c.source, c.target)}
+    assert direct == {("aep", "cloudevents"), ("cloudevents", "aep")}
     # AEP is not the hub (AEF is): both are direct converters between two formats
     fmt = {f["format"]: f for f in REG.formats()}
     direct = {(c["source"], c["target"]): c for c in fmt["cloudevents"]["direct"]}
@@ -140,7 +141,7 @@ def test_a_bad_cloudevents_line_is_refused_and_nothing_is_written(tmp_path: Path
 
 
 def test_dropped_attributes_are_reported(tmp_path: Path) -> None:
-    from aefgate.converters.aep_cloudevents import _run_import
+    from aefgate.converters.cloudevents import _cloudevents_to_aep as _run_import
 
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({**CE_EVENTS[0], "aep_bad": "x"}) + "\n" + json.dumps(CE_EVENTS[1]) + "\n")
@@ -175,7 +176,7 @@ def test_an_existing_destination_is_refused(tmp_path: Path) -> None:
 @pytest.fixture
 def many(tmp_path: Path) -> Path:
     """The golden events repeated past a few worker batches."""
-    from aefgate.converters import aep_cloudevents as mod
+    from aefgate.converters.cloudevents import direct as mod
 
     src = tmp_path / "many.jsonl"
     n = 2 * mod._BATCH + 100
@@ -185,7 +186,7 @@ def many(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("mode", ["structured", "binary"])
 def test_parallel_export_gives_the_same_bytes(tmp_path: Path, many: Path, mode: str) -> None:
-    from aefgate.converters.aep_cloudevents import export_file
+    from aefgate.converters.cloudevents.direct import export_file
 
     one = tmp_path / "one.jsonl"
     two = tmp_path / "two.jsonl"
@@ -196,7 +197,7 @@ def test_parallel_export_gives_the_same_bytes(tmp_path: Path, many: Path, mode: 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_parallel_export_refuses_the_first_bad_line(tmp_path: Path, many: Path, workers: int) -> None:
-    from aefgate.converters.aep_cloudevents import export_file
+    from aefgate.converters.cloudevents.direct import export_file
 
     lines = many.read_bytes().splitlines()
     lines[9000] = b'{"aep":"0.1"}'  # line 9001: no type
@@ -213,7 +214,7 @@ def test_parallel_export_refuses_the_first_bad_line(tmp_path: Path, many: Path, 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_export_refuses_a_framing_defect(tmp_path: Path, workers: int) -> None:
-    from aefgate.converters.aep_cloudevents import export_file
+    from aefgate.converters.cloudevents.direct import export_file
 
     src = tmp_path / "cr.jsonl"
     src.write_bytes(b"\r\n".join(GOLDEN_LINES) + b"\r\n")

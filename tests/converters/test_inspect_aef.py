@@ -20,7 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import aefgate
-from aefgate.converters import inspect_aef as ia
+from aefgate.formats.aef import canonical
+from aefgate.converters import fidelity as fidelity_mod
+from aefgate.converters.inspect import common as inspect_common
+from aefgate.converters.inspect import exporter as inspect_exporter
+from aefgate.converters.inspect import importer as inspect_importer
+from aefgate.converters.inspect import losses as inspect_losses
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.resultid import result_id
@@ -299,11 +304,11 @@ def run_entry(example: str, entry: dict, tmp: Path) -> Path:
     out_dir.mkdir(exist_ok=True)
     if op == "from-inspect":
         out = out_dir / "run"
-        ia.from_inspect(src, out, target_mode=opts.get("target_mode", "live"),
+        inspect_importer.from_inspect(src, out, target_mode=opts.get("target_mode", "live"),
                         content_capture=opts.get("content_capture", "on"), at=opts.get("at"))
     else:
         out = out_dir / "inspect.json"
-        ia.to_inspect(src, out, ignore_overlays=opts.get("ignore_overlays", False))
+        inspect_exporter.to_inspect(src, out, ignore_overlays=opts.get("ignore_overlays", False))
     return out
 
 
@@ -339,7 +344,7 @@ def test_a_run_that_does_not_verify_is_refused_in11(tmp_path: Path) -> None:
         if p.is_file():
             shutil.copyfile(p, d / p.relative_to(src))
     with pytest.raises(Refusal) as e:
-        ia.to_inspect(d, tmp_path / "out.json", ignore_overlays=True)
+        inspect_exporter.to_inspect(d, tmp_path / "out.json", ignore_overlays=True)
     assert (e.value.rule, e.value.exit_code) == ("IN-11", 1)
     assert not (tmp_path / "out.json").exists()
 
@@ -356,7 +361,7 @@ def test_an_import_whose_run_does_not_verify_is_refused_in11(tmp_path: Path) -> 
             blob.write_bytes(blob.read_bytes() + b"!")
 
     with pytest.raises(Refusal) as e:
-        ia.import_log(log.header, log.samples(), out, target_mode="scripted", progress=damage)
+        inspect_importer.import_log(log.header, log.samples(), out, target_mode="scripted", progress=damage)
     assert (e.value.rule, e.value.exit_code) == ("IN-11", 1), e.value
     assert "blobs/sha256/" in e.value.where
     assert list(tmp_path.iterdir()) == []
@@ -374,7 +379,7 @@ def test_the_import_verifies_in_one_process(tmp_path: Path, monkeypatch) -> None
     real = verifier.multiprocessing.get_context
     monkeypatch.setattr(verifier.multiprocessing, "get_context", lambda *a: (pools.append(a), real(*a))[1])
     log = open_log(SAMPLES / "inspect" / "basic.eval")
-    out = ia.import_log(log.header, log.samples(), tmp_path / "run", target_mode="scripted")
+    out = inspect_importer.import_log(log.header, log.samples(), tmp_path / "run", target_mode="scripted")
     assert pools == []
     assert verify_run(out).outcome == "intact" and pools  # while a verification outside the import forks
     with verifier.in_one_process():
@@ -387,15 +392,15 @@ def test_overlays_ignored_give_the_same_log(tmp_path: Path) -> None:
     """IN-4: with --ignore-overlays the sealed lines are converted, exactly as the run without overlays."""
     with_overlays = prepare("aef-inspect", "input", tmp_path)
     assert (with_overlays / "overlays" / "events.ndjson").stat().st_size > 0
-    ia.to_inspect(with_overlays, tmp_path / "a.json", ignore_overlays=True)
-    ia.to_inspect(EXAMPLES / "aef-inspect" / "input", tmp_path / "b.json")
+    inspect_exporter.to_inspect(with_overlays, tmp_path / "a.json", ignore_overlays=True)
+    inspect_exporter.to_inspect(EXAMPLES / "aef-inspect" / "input", tmp_path / "b.json")
     assert_same_log(tmp_path / "a.json", tmp_path / "b.json")
     assert_same_log(tmp_path / "a.json", EXAMPLES / "aef-inspect" / "inspect.json")
 
 
 def test_worked_example_blocks(tmp_path: Path) -> None:
     """The page's worked example: the sample of case-17 and the groundedness score shown apart."""
-    header, samples = ia.export_run(EXAMPLES / "aef-inspect" / "input")
+    header, samples = inspect_exporter.export_run(EXAMPLES / "aef-inspect" / "input")
     s = samples[0]
     assert s["id"] == "case-17" and s["epoch"] == 1 and s["total_time"] == 4.21
     g = s["scores"]["triage/groundedness"]
@@ -409,7 +414,7 @@ def test_aef_inspect_trials_round_trip_lines(tmp_path: Path) -> None:
     """The trials example's run/ (an import of its inspect.json; its metrics.json is missing from shared/): the
     import of inspect.json writes the same lines, a running run, unsealed."""
     out = tmp_path / "run"
-    ia.from_inspect(EXAMPLES / "aef-inspect-trials" / "inspect.json", out, target_mode="live", at=AT)
+    inspect_importer.from_inspect(EXAMPLES / "aef-inspect-trials" / "inspect.json", out, target_mode="live", at=AT)
     mine = [x for _, x in jsonio.iter_ndjson(out / "results.ndjson")]
     ref = [json.loads(x) for x in (EXAMPLES / "aef-inspect-trials" / "run" / "results.ndjson").read_text().splitlines()]
     assert same_json(mine, ref) == []
@@ -430,7 +435,7 @@ def test_aef_inspect_trials_round_trip_lines(tmp_path: Path) -> None:
     (1.5e300, "1.5e+300"), (-2.5e-8, "-2.5e-8"), (5e-324, "5e-324"), (0.000123, "0.000123"), (100.0, "100"),
 ])
 def test_number_to_string_as_ecmascript(value: float, text: str) -> None:
-    assert ia.number_to_string(value) == text
+    assert canonical.number_to_string(value) == text
 
 
 def test_jcs_rfc8785() -> None:
@@ -438,13 +443,13 @@ def test_jcs_rfc8785() -> None:
     doc = {"\u20ac": "Euro Sign", "\r": "Carriage Return", "\ufb33": "Hebrew Letter Dalet With Dagesh",
            "1": "One", "\U0001f600": "Emoji: Grinning Face", "\u0080": "Control", "\u00f6": "Latin Small Letter O "
            "With Diaeresis"}
-    keys = [k for k in json.loads(ia.jcs(doc).decode("utf-8"))]
+    keys = [k for k in json.loads(canonical.jcs(doc).decode("utf-8"))]
     assert keys == ["\r", "1", "\u0080", "\u00f6", "\u20ac", "\U0001f600", "\ufb33"]
-    assert ia.jcs({"b": [1.0, 2.50, "x\n\u001f\"\\/é"], "a": None}) == \
+    assert canonical.jcs({"b": [1.0, 2.50, "x\n\u001f\"\\/é"], "a": None}) == \
         '{"a":null,"b":[1,2.5,"x\\n\\u001f\\"\\\\/é"]}'.encode("utf-8")
     for bad in (math.nan, math.inf, "\udc00", {"\ud800": 1}):
         with pytest.raises(ValueError):
-            ia.jcs([bad])
+            canonical.jcs([bad])
 
 
 _json_leaf = (st.none() | st.booleans() | st.integers(min_value=-(2**60), max_value=2**60)
@@ -459,12 +464,12 @@ def test_jcs_fast_path_is_the_exact_writer(value: Any) -> None:
     """msgspec's fast path gives byte for byte what the value-by-value JCS writer gives (text of any code points,
     integers either side of 2^53, floats), or leaves the value to it."""
     try:
-        exact = ia._jcs_exact(value)
+        exact = canonical._jcs_exact(value)
     except ValueError:
         with pytest.raises(ValueError):
-            ia.jcs(value)
+            canonical.jcs(value)
         return
-    assert ia.jcs(value) == exact
+    assert canonical.jcs(value) == exact
 
 
 def test_jcs_fast_path_leaves_what_is_not_json_to_the_exact_writer() -> None:
@@ -472,12 +477,12 @@ def test_jcs_fast_path_leaves_what_is_not_json_to_the_exact_writer() -> None:
                   {"\ue000": 1, "\U0001f600": 2}, [1.0], [1e16], [1e-7], [-0.0], [0.00018391300000075717],
                   ["12345678901234567"], [math.nan], [math.inf]):
         try:
-            exact = ia._jcs_exact(value)
+            exact = canonical._jcs_exact(value)
         except ValueError:
             with pytest.raises(ValueError):
-                ia.jcs(value)
+                canonical.jcs(value)
             continue
-        assert ia.jcs(value) == exact
+        assert canonical.jcs(value) == exact
 
 
 @pytest.mark.parametrize("name, encoded", [
@@ -485,13 +490,13 @@ def test_jcs_fast_path_leaves_what_is_not_json_to_the_exact_writer() -> None:
     ("workflow:travel/trip-planner", "workflow:travel/trip-planner"),
 ])
 def test_ref_names_encode_and_decode(name: str, encoded: str) -> None:
-    assert ia.encode_name(name) == encoded
-    assert ia.decode_name(encoded) == name
+    assert inspect_common.encode_name(name) == encoded
+    assert inspect_common.decode_name(encoded) == name
 
 
 def test_a_name_that_does_not_decode_is_kept() -> None:
-    assert ia.decode_name("a%zz") == "a%zz"
-    assert ia.decode_name("%FF") == "%FF"  # not UTF-8
+    assert inspect_common.decode_name("a%zz") == "a%zz"
+    assert inspect_common.decode_name("%FF") == "%FF"  # not UTF-8
 
 
 def _log(**changes: Any) -> tuple[dict, list[dict]]:
@@ -504,7 +509,7 @@ def _log(**changes: Any) -> tuple[dict, list[dict]]:
 
 def test_limit_and_error_reasons_r8_4(tmp_path: Path) -> None:
     header, samples = _log()
-    ia.import_log(header, samples, tmp_path / "run", at=AT)
+    inspect_importer.import_log(header, samples, tmp_path / "run", at=AT)
     reasons = {(x["caseId"], x["path"]): x.get("reason") for _, x in jsonio.iter_ndjson(tmp_path / "run" /
                                                                                           "results.ndjson")}
     assert reasons[("d", "q")] == "token limit 1000"
@@ -517,7 +522,7 @@ def test_limit_and_error_reasons_r8_4(tmp_path: Path) -> None:
 def test_a_scored_sample_stopped_by_a_limit_keeps_its_scores(tmp_path: Path) -> None:
     """Inspect scores a sample that hit a limit, and its metrics count it: the scores stand (IN-9 could not hold
     otherwise), the limit is kept beside them (docs/mappings/inspect.md)."""
-    ia.from_inspect(SAMPLES / "inspect" / "errors_limits.json", tmp_path / "run")
+    inspect_importer.from_inspect(SAMPLES / "inspect" / "errors_limits.json", tmp_path / "run")
     lines = {(x["caseId"], x["path"]): x for _, x in jsonio.iter_ndjson(tmp_path / "run" / "results.ndjson")}
     chatty = lines[("chatty", "match")]
     assert chatty["state"] == "failed" and chatty["scores"][0]["label"] == "I"
@@ -530,12 +535,12 @@ def test_import_refuses_bad_options(tmp_path: Path) -> None:
     for kw, rule in (({"target_mode": "real"}, "CLI-2"), ({"content_capture": "maybe"}, "CLI-2"),
                      ({"at": "yesterday"}, "CLI-2")):
         with pytest.raises(Refusal) as e:
-            ia.from_inspect(log, tmp_path / "run", **kw)
+            inspect_importer.from_inspect(log, tmp_path / "run", **kw)
         assert e.value.rule == rule
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
     with pytest.raises(Refusal) as e:
-        ia.from_inspect(log, tmp_path / "full")
+        inspect_importer.from_inspect(log, tmp_path / "full")
     assert e.value.rule == "OUT-1"
 
 
@@ -546,7 +551,7 @@ def test_import_signs_the_seal_with_a_key(tmp_path: Path) -> None:
     key = tmp_path / "key.pem"
     key.write_bytes(private)
     out = tmp_path / "run"
-    ia.from_inspect(EXAMPLES / "inspect-aef" / "log.json", out, at=AT, key=key)
+    inspect_importer.from_inspect(EXAMPLES / "inspect-aef" / "log.json", out, at=AT, key=key)
     policy_file = tmp_path / "trust.json"
     policy_file.write_bytes(jsonio.dumps({"keys": [entry]}))
     assert attestation_signed_by(out, TrustPolicy.load(policy_file)) == ["ingest@example.com"]
@@ -555,7 +560,7 @@ def test_import_signs_the_seal_with_a_key(tmp_path: Path) -> None:
     bad = tmp_path / "bad.pem"
     bad.write_text("not a key")
     with pytest.raises(Refusal) as e:
-        ia.from_inspect(EXAMPLES / "inspect-aef" / "log.json", tmp_path / "run2", at=AT, key=bad)
+        inspect_importer.from_inspect(EXAMPLES / "inspect-aef" / "log.json", tmp_path / "run2", at=AT, key=bad)
     assert e.value.rule == "SIG-2" and not (tmp_path / "run2").exists()
 
 
@@ -564,11 +569,11 @@ def test_export_refuses_a_second_judge_and_a_count_entry(tmp_path: Path) -> None
     run = jsonio.read_json(d / "run.json")
     (d / "run.json").write_bytes(jsonio.dumps({**run, "judges": [{"model": "a"}, {"model": "b"}]}))
     with pytest.raises(Refusal) as e:
-        ia.to_inspect(d, tmp_path / "x.json")
+        inspect_exporter.to_inspect(d, tmp_path / "x.json")
     assert e.value.rule == "IN-1"
     (d / "run.json").write_bytes(jsonio.dumps({k: v for k, v in run.items() if k != "suite"}))
     with pytest.raises(Refusal) as e:
-        ia.to_inspect(d, tmp_path / "x.json")
+        inspect_exporter.to_inspect(d, tmp_path / "x.json")
     assert e.value.rule == "IN-1"
     (d / "run.json").write_bytes(jsonio.dumps(run))
     metrics = jsonio.read_json(d / "metrics.json")
@@ -579,7 +584,7 @@ def test_export_refuses_a_second_judge_and_a_count_entry(tmp_path: Path) -> None
                                       "value": 1, "verdict": "scored", "sum": 1, "sumSq": 1}]}]}))
     assert verify_run(d).problems == []
     with pytest.raises(Refusal) as e:
-        ia.to_inspect(d, tmp_path / "x.json")
+        inspect_exporter.to_inspect(d, tmp_path / "x.json")
     assert e.value.rule == "IN-3"
 
 
@@ -631,7 +636,7 @@ def test_there_are_sample_logs() -> None:
 @pytest.mark.parametrize("log", SAMPLE_LOGS, ids=lambda p: p.name)
 @pytest.mark.parametrize("capture", ["on", "off"])
 def test_every_sample_log_imports_and_verifies_intact(tmp_path: Path, log: Path, capture: str) -> None:
-    out = ia.from_inspect(log, tmp_path / "run", target_mode="live", content_capture=capture)
+    out = inspect_importer.from_inspect(log, tmp_path / "run", target_mode="live", content_capture=capture)
     v = verify_run(out)
     assert (v.outcome, v.problems) == ("intact", [])
     header = open_log(log).header
@@ -675,9 +680,9 @@ def assert_log_has_the_run(log_path: Path, run: Path) -> None:
 
 @pytest.mark.parametrize("log", SAMPLE_LOGS, ids=lambda p: p.name)
 def test_exported_logs_load_with_inspect_ai(tmp_path: Path, log: Path) -> None:
-    run = ia.from_inspect(log, tmp_path / "run", content_capture="off")
+    run = inspect_importer.from_inspect(log, tmp_path / "run", content_capture="off")
     for suffix in (".eval", ".json"):
-        out = ia.to_inspect(run, tmp_path / f"out{suffix}")
+        out = inspect_exporter.to_inspect(run, tmp_path / f"out{suffix}")
         assert_log_has_the_run(out, run)
 
 
@@ -687,7 +692,7 @@ def test_exported_example_runs_load_with_inspect_ai(tmp_path: Path, rel: str) ->
     example, name = rel.split("/")
     run = prepare(example, name, tmp_path)
     for suffix in (".eval", ".json"):
-        out = ia.to_inspect(run, tmp_path / f"out{suffix}", ignore_overlays=True)
+        out = inspect_exporter.to_inspect(run, tmp_path / f"out{suffix}", ignore_overlays=True)
         assert_log_has_the_run(out, run)
     # the two forms hold the same values (a running .eval keeps its header in the journal: samples compared there)
     a, b = read_inspect_any(tmp_path / "out.json"), read_inspect_any(tmp_path / "out.eval")
@@ -713,7 +718,7 @@ FIDELITY_RUNS = ["aef-inspect/input", "aef-inspect-edges/input", "aef-inspect-ed
 def test_fidelity_of_the_example_runs_reports_only_listed_losses(tmp_path: Path, rel: str) -> None:
     example, name = rel.split("/")
     run = prepare(example, name, tmp_path)
-    report = ia.fidelity(run, ignore_overlays=True)
+    report = fidelity_mod.fidelity("inspect", run, options={"ignore_overlays": True})
     assert report.refusal is None
     assert report.unlisted == []
     assert report.ok
@@ -722,15 +727,18 @@ def test_fidelity_of_the_example_runs_reports_only_listed_losses(tmp_path: Path,
     lost = dict(report.lost)
     if rel == "aef-inspect/input":
         assert {"results:parentResultId", "results:state", "file:seal.json", "file:overlays"} <= set(lost)
-        assert "results:scores[].value" in kept and "results:reasoning" in kept
+        assert "results:scores[].value" in kept and "results:reasoning.blob" in kept
 
 
-def test_fidelity_reports_a_loss_the_page_does_not_list(tmp_path: Path) -> None:
+def test_fidelity_declares_a_loss_the_page_does_not_list(tmp_path: Path) -> None:
     """aef-inspect/run (the round trip's own output) has lines with ext, which the table does not carry and the
-    list does not name: the tool says so (docs/mappings/inspect.md)."""
-    report = ia.fidelity(EXAMPLES / "aef-inspect" / "run")
-    assert report.unlisted == ["results:ext"]
-    assert not report.ok
+    page's list does not name: aefgate declares it as its own addition (docs/mappings/inspect.md)."""
+    report = fidelity_mod.fidelity("inspect", EXAMPLES / "aef-inspect" / "run")
+    assert report.ok, report.summary()
+    ext = [(f, item) for f, item in report.lost if f.startswith("results:ext")]
+    assert ext and all(item.startswith("A result line's ext") for _, item in ext)
+    (loss,) = [x for x in report.losses if x.text.startswith("A result line's ext")]
+    assert loss.source == "aefgate"
 
 
 def test_fidelity_reports_an_export_that_does_not_import_back(tmp_path: Path) -> None:
@@ -740,7 +748,7 @@ def test_fidelity_reports_an_export_that_does_not_import_back(tmp_path: Path) ->
                                                        '"label":"yes"}],"startedAt":"2026-10-08T09:01:00Z"')
     (d / "results.ndjson").write_text(lines)
     assert verify_run(d).problems == []
-    report = ia.fidelity(d)
+    report = fidelity_mod.fidelity("inspect", d)
     assert report.refusal is not None and report.refusal.rule == "IN-7"
     assert not report.ok
 
@@ -850,7 +858,7 @@ def test_generated_logs_import_without_a_traceback(generated: Path, tmp_path: Pa
     for capture in ("on", "off"):
         out = tmp_path / f"run-{capture}"
         try:
-            ia.from_inspect(generated / name, out, content_capture=capture)
+            inspect_importer.from_inspect(generated / name, out, content_capture=capture)
         except Refusal as e:
             assert e.rule == want, e
             assert not out.exists()
@@ -859,7 +867,7 @@ def test_generated_logs_import_without_a_traceback(generated: Path, tmp_path: Pa
         assert (v.outcome, v.problems) == (want, [])
         if capture == "off":
             try:
-                exported = ia.to_inspect(out, tmp_path / f"{name}.back.eval")
+                exported = inspect_exporter.to_inspect(out, tmp_path / f"{name}.back.eval")
             except Refusal as e:
                 assert e.rule == back, e
                 continue
@@ -869,7 +877,7 @@ def test_generated_logs_import_without_a_traceback(generated: Path, tmp_path: Pa
 
 def test_generated_shapes_map_as_the_page_says(generated: Path, tmp_path: Path) -> None:
     # a model-graded judge: the grader's letters, explanations as reasoning blobs
-    run = ia.from_inspect(generated / "judge.eval", tmp_path / "judge")
+    run = inspect_importer.from_inspect(generated / "judge.eval", tmp_path / "judge")
     lines = [x for _, x in jsonio.iter_ndjson(run / "results.ndjson")]
     assert {x["state"] for x in lines} <= {"passed", "failed", "warn", "error"}
     for x in lines:  # the grader's letter, or NaN with grader_failed (the mock grader's P is not a grade it reads)
@@ -878,27 +886,27 @@ def test_generated_shapes_map_as_the_page_says(generated: Path, tmp_path: Path) 
     # reducers: at_least_2 with 2 epochs is AllPass, pass_at_2 is PassAtK with k
     for name, agg, k in (("at_least_2", "AllPass", None), ("pass_at_2", "PassAtK", 2), ("median", "Median", None),
                          ("mode", "MajorityVote", None), ("at_least_1", "AnyPass", None)):
-        r = ia.from_inspect(generated / f"{name}.eval", tmp_path / name, content_capture="off")
+        r = inspect_importer.from_inspect(generated / f"{name}.eval", tmp_path / name, content_capture="off")
         roll = [x for _, x in jsonio.iter_ndjson(r / "results.ndjson") if "trials" in x]
         assert roll and all(x["trials"]["aggregation"] == agg and x["trials"].get("k") == k for x in roll)
     # one epoch and a reducer AEF has no value for: kept in ext
-    r = ia.from_inspect(generated / "pass_at_1_one_epoch.eval", tmp_path / "one", content_capture="off")
+    r = inspect_importer.from_inspect(generated / "pass_at_1_one_epoch.eval", tmp_path / "one", content_capture="off")
     assert jsonio.read_json(r / "run.json")["suite"]["executionPolicy"] == {"trialsPerCase": 1, "aggregation":
                                                                            "PassAtK", "k": 1}
     # a map-valued scorer: one score per member, the entries named for members summarized at the scorer's path
-    r = ia.from_inspect(generated / "dict.eval", tmp_path / "dict", content_capture="off")
+    r = inspect_importer.from_inspect(generated / "dict.eval", tmp_path / "dict", content_capture="off")
     summary = jsonio.read_json(r / "summary.json")
     assert [(e["metric"], e["path"]) for e in summary["lanes"][0]["metrics"]] == [
         ("a", "dict_scorer"), ("b", "dict_scorer"), ("match", "match")]
     # errors: the failed sample's lines are error, one per scorer, with the message
-    r = ia.from_inspect(generated / "errors.eval", tmp_path / "errors", content_capture="off")
+    r = inspect_importer.from_inspect(generated / "errors.eval", tmp_path / "errors", content_capture="off")
     bad = [x for _, x in jsonio.iter_ndjson(r / "results.ndjson") if x["caseId"] == "bad1"]
     assert [x["state"] for x in bad] == ["error", "error"] and "deliberate failure" in bad[0]["reason"]
     # cancelled: aborted with the reason "cancelled"
-    r = ia.from_inspect(generated / "cancelled.json", tmp_path / "cancelled", content_capture="off")
+    r = inspect_importer.from_inspect(generated / "cancelled.json", tmp_path / "cancelled", content_capture="off")
     assert jsonio.read_json(r / "run.json")["abortReason"] == "cancelled"
     # unicode ids and content survive, byte for byte in the blobs
-    r = ia.from_inspect(generated / "dict.eval", tmp_path / "uni")
+    r = inspect_importer.from_inspect(generated / "dict.eval", tmp_path / "uni")
     assert "\u00fc1" in {x["caseId"] for _, x in jsonio.iter_ndjson(r / "results.ndjson")}
     blobs = {p.read_bytes() for p in (r / "blobs").rglob("*") if p.is_file()}
     assert "Wie hei\u00dft die Hauptstadt Frankreichs? \U0001f1eb\U0001f1f7".encode("utf-8") in blobs
@@ -913,10 +921,10 @@ def test_registered_both_ways_with_the_pages_losses() -> None:
     reg = registry()
     imp, exp = reg.between("inspect", "aef"), reg.between("aef", "inspect")
     assert imp is not None and exp is not None
-    assert imp.fidelity == list(ia.LOSSES_FROM_INSPECT)
-    assert exp.fidelity == [item for item, _ in ia.LOSSES_TO_INSPECT]
+    assert imp.losses == inspect_losses.LOSSES_FROM_INSPECT
+    assert exp.losses == inspect_losses.LOSSES_TO_INSPECT
     assert {o.name for o in imp.options} == {"target_mode", "content_capture", "at", "key"}
-    assert {o.name for o in exp.options} == {"ignore_overlays"}
+    assert {o.name for o in exp.options} == {"ignore_overlays", "output_from_evidence"}
 
 
 def test_convert_through_the_registry(tmp_path: Path) -> None:
@@ -931,7 +939,7 @@ def test_convert_through_the_registry(tmp_path: Path) -> None:
 
 
 def test_write_log_round_trip_keeps_nan(tmp_path: Path) -> None:
-    header, samples = ia.export_run(EXAMPLES / "aef-inspect" / "input")
+    header, samples = inspect_exporter.export_run(EXAMPLES / "aef-inspect" / "input")
     write_log(tmp_path / "x.json", header, samples, fmt="json")
     assert b"NaN" in (tmp_path / "x.json").read_bytes()
 
@@ -969,17 +977,17 @@ def test_events_are_checked_through_the_reader(tmp_path: Path, events: str, rule
     first = next(open_log(p).samples())
     assert first.facts is not None and first["events"]
     cleared = "\\u" not in events and "9" * 309 not in events and "1" * 309 not in events and events.count("[") < 40
-    assert ia._events_plain(first) == cleared
+    assert inspect_importer._events_plain(first) == cleared
     header, samples = _log()
     plain = [dict(s) for s in open_log(p).samples()]  # no facts: walked
     for source, out in ((lambda: open_log(p).samples(), "a"), (lambda: iter(plain), "b")):
         log = open_log(p)
         if rule is None:
-            ia.import_log(log.header, source(), tmp_path / out, at=AT)
+            inspect_importer.import_log(log.header, source(), tmp_path / out, at=AT)
             assert verify_run(tmp_path / out).outcome == "intact"
         else:
             with pytest.raises(Refusal) as e:
-                ia.import_log(log.header, source(), tmp_path / out, at=AT)
+                inspect_importer.import_log(log.header, source(), tmp_path / out, at=AT)
             assert e.value.rule == rule and e.value.where.startswith("/samples/0/events"), e.value
             assert not (tmp_path / out).exists()
 
@@ -1046,10 +1054,10 @@ def _lines_by_content(run: Path) -> dict[tuple, dict]:
 def test_a_eval_is_imported_case_by_case_with_the_same_lines(tmp_path: Path) -> None:
     """The .eval is read by id, then epoch: each case's trial lines, then its rollups, case after case. The lines
     are the ones the import in Inspect's order gives (samples, then every rollup), evidence for evidence."""
-    by_case = ia.from_inspect(EPOCHS_EVAL, tmp_path / "by-case", at=LATER)
+    by_case = inspect_importer.from_inspect(EPOCHS_EVAL, tmp_path / "by-case", at=LATER)
     log = open_log(EPOCHS_EVAL)
     header = {**log.header, "reductions": log.reductions()}
-    in_order = ia.import_log(header, list(log.samples()), tmp_path / "in-order", at=LATER)  # a list: any order
+    in_order = inspect_importer.import_log(header, list(log.samples()), tmp_path / "in-order", at=LATER)  # a list: any order
     lines = [x for _, x in jsonio.iter_ndjson(by_case / "results.ndjson")]
     cases = [x["caseId"] for x in lines]
     assert cases == sorted(cases) and len(set(cases)) == 4  # e1's lines, then e2's, ...
@@ -1101,7 +1109,7 @@ def _with_reductions(change):
 
 def _refused(log: Path, tmp: Path) -> Refusal:
     with pytest.raises(Refusal) as e:
-        ia.from_inspect(log, tmp / "out", at=LATER)
+        inspect_importer.from_inspect(log, tmp / "out", at=LATER)
     assert not (tmp / "out").exists() and not [p for p in tmp.iterdir() if p.name.startswith(".out")]
     return e.value
 
@@ -1109,7 +1117,7 @@ def _refused(log: Path, tmp: Path) -> Refusal:
 def test_a_eval_by_case_refuses_what_the_import_refuses(tmp_path: Path) -> None:
     # the rewritten log itself imports
     same = _rewritten(tmp_path, "same.eval", lambda m: m)
-    assert verify_run(ia.from_inspect(same, tmp_path / "ok", at=LATER)).outcome == "intact"
+    assert verify_run(inspect_importer.from_inspect(same, tmp_path / "ok", at=LATER)).outcome == "intact"
     # a reduced score for a case without samples: found once every case is done
     log = _rewritten(tmp_path, "extra.eval", _with_reductions(
         lambda red: red[1]["samples"].append({**red[1]["samples"][0], "sample_id": "zz"})))
@@ -1155,7 +1163,7 @@ def test_samples_given_as_a_list_keep_their_order(tmp_path: Path) -> None:
     log = open_log(EPOCHS_EVAL)
     samples = list(log.samples(order="case"))
     header = {**log.header, "reductions": log.reductions()}
-    run = ia.import_log(header, iter(samples), tmp_path / "run", at=LATER)
+    run = inspect_importer.import_log(header, iter(samples), tmp_path / "run", at=LATER)
     lines = [x for _, x in jsonio.iter_ndjson(run / "results.ndjson")]
     assert [x.get("trial") for x in lines[:6]] == [0, 0, 1, 1, 2, 2]
     assert all("trials" in x for x in lines[-8:])  # the rollups at the end: the order was not known

@@ -12,7 +12,7 @@ The design is in docs/design/ingest.md. In short:
   once it is durably on disk, in the journal that the run will be built from.
 - **Sealing**: a session whose journal has not been written for ``idle`` seconds (the journal file's mtime, so
   several processes sharing ``OUT`` agree), or every session this process wrote to when it shuts down, is built
-  with :func:`aefgate.converters.aef_aep.import_events` into ``OUT/.ingest/staging/``, fsynced, its event keys
+  with :func:`aefgate.converters.aep.importer.import_events` into ``OUT/.ingest/staging/``, fsynced, its event keys
   recorded in ``OUT/.ingest/sealed/<run>.keys``, renamed to ``OUT/<run>`` (the commit point) and its journal
   removed. Duplicates (the same ``(source, id)``, AEP-0001 §7: a redelivery) are dropped when the run is built,
   also against the runs already sealed for the session; a crash at any point loses nothing that was acknowledged,
@@ -110,7 +110,8 @@ def check_event(event: Any, where: str) -> dict:
     """One event checked as the importer reads it (AEP-13): a JSON object, a valid AEP 0.x event, one of the three
     ``assessment.*`` types, with a session; the importer's own per-event checks. Returns the event; refuses with
     :class:`Refusal` (rule ``INGEST-2`` for a wrong type or major version, else the importer's rule)."""
-    from aefgate.converters import aef_aep
+    from aefgate.converters.aep import common as aep_common
+    from aefgate.converters.aep import importer as aep_importer
 
     if not isinstance(event, dict):
         raise Refusal("AEP-13", "an event is a JSON object", where)
@@ -120,10 +121,10 @@ def check_event(event: Any, where: str) -> dict:
     if version.split(".", 1)[0] != "0":
         raise Refusal("INGEST-2", f"AEP version {version!r}: only major version 0 is read", where)
     etype = event.get("type")
-    if etype not in aef_aep.ASSESSMENT_TYPES:
+    if etype not in aep_common.ASSESSMENT_TYPES:
         raise Refusal("INGEST-2", f"type {etype!r} is not an assessment event (AEP-0009): nothing to ingest",
                       where)
-    imp = aef_aep._Importer(None)  # the importer's checks on this event alone
+    imp = aep_importer._Importer(None)  # the importer's checks on this event alone
     imp.take(event, where)
     return event
 
@@ -406,7 +407,7 @@ class Store:
     def seal(self, name: str, *, idle: float | None = None) -> SealOutcome | None:
         """Build, seal and commit the run of journal ``name`` (when it is idle for ``idle`` seconds; always with
         None). None when there is nothing to do (gone, locked by another process, no longer idle)."""
-        from aefgate.converters.aef_aep import import_events
+        from aefgate.converters.aep.importer import import_events
         from aefgate.formats.cloudevents import ce_forward
 
         path = self.journal / f"{name}.jsonl"

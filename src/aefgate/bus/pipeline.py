@@ -101,7 +101,7 @@ def _encoder(kind: str, fmt: str, mode: str, batch: int, spool_lines: bool):
     return encode
 
 
-#: the members of the export's usual event (aef_aep._result_events' literal envelope): all core attributes
+#: the members of the export's usual event (aep_exporter._result_events' literal envelope): all core attributes
 _USUAL = frozenset(("aep", "id", "type", "time", "source", "agent", "session", "run", "seq", "epoch", "severity",
                     "capture", "data"))
 
@@ -269,7 +269,7 @@ def _reap(pid: int, kill: bool = False) -> None:
 
 
 class _Lines:
-    """results.ndjson's lines from byte ``start`` (after ``taken`` lines), decoded as ``aef_aep._verified_lines``
+    """results.ndjson's lines from byte ``start`` (after ``taken`` lines), decoded as ``aep_exporter._verified_lines``
     decodes them (a line that no longer decodes: the run changed, ``AEP-1``). ``taken``, ``consumed`` and ``digest``
     account for the lines the consumer is done with (it asked for the next one, or the iteration ended): their
     number, the offset after them, their bytes hashed on top of ``digest`` as given (the bytes before ``start``: at
@@ -317,8 +317,8 @@ class _Lines:
             self.eof = True
 
 
-def _setup(aef_aep: Any, checked: Any, run_hash: str | None) -> tuple:
-    """What the export needs (``aef_aep._context``), from run.json as read here and the run hash (the seal's, read
+def _setup(aep_exporter: Any, checked: Any, run_hash: str | None) -> tuple:
+    """What the export needs (``aep_exporter._context``), from run.json as read here and the run hash (the seal's, read
     here, when None), with the run hash and run.json's digest: ``(ctx, decisions, targets, redact, run_hash,
     run.json's sha256)``."""
     from aefgate.formats.aef import jsonio
@@ -330,7 +330,7 @@ def _setup(aef_aep: Any, checked: Any, run_hash: str | None) -> tuple:
     with open(root / "run.json", "rb") as f:
         buf = f.read(jsonio.MAX_DOC + 1)
     run = jsonio.loads(buf, max_size=jsonio.MAX_DOC)
-    ctx, decisions, targets, redact = aef_aep._context(checked, run_hash, run)
+    ctx, decisions, targets, redact = aep_exporter._context(checked, run_hash, run)
     ctx.check_blobs = True
     return ctx, decisions, targets, redact, run_hash, hashlib.sha256(buf).hexdigest()
 
@@ -349,7 +349,7 @@ class _SealHead(msgspec.Struct):
 def _verifier(fd: int, root: Any, policy: Any) -> None:
     """The verifying grandchild: verify the run (AEP-1) and send the verdict: ``V`` with the run hash and the
     digests the verification read for :data:`_DIGESTED` (those the seal records: the run is intact), or ``R``."""
-    from aefgate.converters.aef_aep import _verify_intact
+    from aefgate.converters.aep.exporter import _verify_intact
 
     try:
         try:
@@ -399,7 +399,7 @@ def _pre_export(spill: int, cap: int, checked: Any, encode) -> None:
     bytes; ``R`` a refusal met (after the events before it), ``X`` nothing done (its set-up failed: the child does
     it again after the verdict), ``E`` an unexpected error. The child kills it at the verdict whatever it is doing
     and goes on from the last checkpoint: it never waits for this process, which a busy machine may starve."""
-    from aefgate.converters import aef_aep
+    from aefgate.converters.aep import exporter as aep_exporter
 
     _lowest_priority()
 
@@ -411,7 +411,7 @@ def _pre_export(spill: int, cap: int, checked: Any, encode) -> None:
 
     try:
         try:
-            ctx, decisions, targets, redact, run_hash, run_digest = _setup(aef_aep, checked, None)
+            ctx, decisions, targets, redact, run_hash, run_digest = _setup(aep_exporter, checked, None)
         except Exception:  # met again by the child, after the verdict
             record(b"X", None)
             return
@@ -422,7 +422,7 @@ def _pre_export(spill: int, cap: int, checked: Any, encode) -> None:
         out: list[tuple] = []
         last = 0  # lines.taken at the previous event: it changes at a line's first event
         try:
-            for ev in aef_aep._result_events(ctx, lines, targets, seen, redact):
+            for ev in aep_exporter._result_events(ctx, lines, targets, seen, redact):
                 if lines.taken != last:
                     last = lines.taken
                     if len(out) >= FRAME:  # whole lines: a checkpoint after them
@@ -435,7 +435,7 @@ def _pre_export(spill: int, cap: int, checked: Any, encode) -> None:
                         if spilled >= cap:
                             return
                 out.append(encode(ev))
-            for ev in aef_aep._decision_events(ctx, decisions, seen, redact):
+            for ev in aep_exporter._decision_events(ctx, decisions, seen, redact):
                 out.append(encode(ev))
         except Refusal as e:
             if out:
@@ -557,16 +557,16 @@ class _Run:
         raise _Stop
 
     def run(self) -> None:
-        from aefgate.converters import aef_aep
+        from aefgate.converters.aep import exporter as aep_exporter
 
         try:  # while the grandchildren work; checked against the verdict, and made again when it does not fit
-            early = _setup(aef_aep, self.checked, None)
+            early = _setup(aep_exporter, self.checked, None)
         except Exception:
             early = None
         run_hash, digests = self.verdict()
 
         def setup() -> tuple:
-            got = early if early is not None and early[4] == run_hash else _setup(aef_aep, self.checked, run_hash)
+            got = early if early is not None and early[4] == run_hash else _setup(aep_exporter, self.checked, run_hash)
             if got[5] != digests.get("run.json"):
                 self.refuse(_changed("run.json"))
             return got
@@ -631,13 +631,13 @@ class _Run:
             encode, put = self.encode, feed.put
             out: list[tuple] = []
             try:
-                for ev in aef_aep._result_events(ctx, lines, targets, seen, redact):
+                for ev in aep_exporter._result_events(ctx, lines, targets, seen, redact):
                     out.append(encode(ev))
                     if len(out) >= FRAME:
                         put(b"M", out)
                         n += len(out)
                         out = []
-                for ev in aef_aep._decision_events(ctx, decisions, seen, redact):
+                for ev in aep_exporter._decision_events(ctx, decisions, seen, redact):
                     out.append(encode(ev))
             except Refusal as e:
                 if out:
@@ -763,13 +763,13 @@ def _child(fd: int, run_dir: Any, options: dict, kind: str, fmt: str, mode: str,
            spool_lines: bool) -> None:
     """The child's whole life: the options checked, the verification and the pre-export started in grandchildren,
     the verdict awaited, then the pre-export's frames and the rest of the export streamed."""
-    from aefgate.converters import aef_aep
+    from aefgate.converters.aep import exporter as aep_exporter
 
     try:
         opts = dict(options)
         policy = opts.pop("policy", None)
         try:
-            checked = aef_aep._check_options(run_dir, **opts)  # before the verification, as export_events does
+            checked = aep_exporter._check_options(run_dir, **opts)  # before the verification, as export_events does
         except Refusal as e:
             _send(fd, b"R", _refusal_tuple(e))
             return

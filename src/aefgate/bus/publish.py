@@ -1,6 +1,6 @@
 """``aefgate publish``: a verified run's assessment events onto an event bus, at least once (docs/design/bus.md).
 
-:func:`publish` exports the run's AEP events (``aefgate.converters.aef_aep.export_events``: only a run that
+:func:`publish` exports the run's AEP events (``aefgate.converters.aep_exporter.export_events``: only a run that
 verifies intact, AEP-1) and sends them to a destination, each until it is acknowledged or given up;
 :func:`resume` sends the events a spool holds. For a network destination the verification, the export and the
 encoding run in a forked child (:mod:`aefgate.bus.pipeline`) while this process sends. Both return a
@@ -435,7 +435,7 @@ def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudeve
         from aefgate.fsutil import check_file_destination
 
         check_file_destination(dest.path, (run_dir,))  # absent, under a folder (OUT-1), not in the run (OUT-2)
-    from aefgate.converters.aef_aep import export_events
+    from aefgate.converters.aep.exporter import export_events
 
     options = {k: v for k, v in {"max_capture": max_capture, "agent": agent, "source_host": source_host,
                                   "cause_map": cause_map, "policy": policy}.items() if v is not None}

@@ -1,7 +1,7 @@
 """AEP and CloudEvents commands: ``aefgate export aep``, ``aefgate export cloudevents``, ``aefgate import aep``.
 
 The mapping is aefgate's own, ``docs/mappings/aep.md`` (rules AEP-1 ...), implemented by
-:mod:`aefgate.converters.aef_aep`; the CloudEvents bridge is AEP-0005's (:mod:`aefgate.formats.cloudevents`).
+:mod:`aefgate.converters.aep`; the CloudEvents bridge is AEP-0005's (:mod:`aefgate.formats.cloudevents`).
 The commands join the ``import`` and ``export`` groups of :mod:`aefgate.cli.inspect_cmds`. Refusals follow the CLI's
 convention (``error [RULE] at WHERE: message`` on stderr; exit 2 for an input, 1 for a run that does not verify).
 """
@@ -35,7 +35,7 @@ def _policy(policy: Optional[Path]):
 
 def _export(run: Path, out: Path, kind: str, as_json: bool, **options) -> None:
     from aefgate.cli.inputs import require_dir
-    from aefgate.converters import aef_aep
+    from aefgate.converters.aep import exporter as aef_aep
 
     require_dir(run)
     if kind == "aep":
@@ -114,12 +114,12 @@ def import_aep(
     import msgspec
 
     from aefgate.cli.inputs import require_file
-    from aefgate.converters import aef_aep
-    from aefgate.converters.inspect_aef import _load_key
+    from aefgate.converters.aep import importer as aef_aep
+    from aefgate.formats.aef.signatures import signing_key_of
     from aefgate.formats.aef import jsonio
 
     require_file(events)
-    signing_key = _load_key(key)  # before anything is written
+    signing_key = signing_key_of(key)  # before anything is written
     run_dir = aef_aep.from_aep(events, out, at=at, key=signing_key, run_id=run_id, target_mode=target_mode)
     run = jsonio.read_json(run_dir / "run.json")
     seal = msgspec.json.decode((run_dir / "seal.json").read_bytes())

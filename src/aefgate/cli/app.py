@@ -271,11 +271,22 @@ def _warn_broken(reg) -> None:
                                f"{render.escape(reason)}")
 
 
-@app.command()
-def formats(as_json: bool = JSON_OPT) -> None:
-    """List the formats aefgate converts, each direction through AEF, and what each direction loses.
+def _summary(d: dict | None) -> str:
+    """A direction in a word: absent, exact, or how many losses it declares."""
+    if d is None:
+        return "-"
+    return f"{len(d['losses'])} losses" if d["losses"] else "exact"
 
-    Example: aefgate formats --json
+
+@app.command()
+def formats(
+    name: Optional[str] = typer.Argument(None, metavar="[FORMAT]", help="One format: its full loss lists."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """List the formats aefgate converts: one row each, with its import (to AEF), export (from AEF) and direct
+    routes and a one-line fidelity summary; `aefgate formats NAME` prints that format's loss lists in full.
+
+    Example: aefgate formats inspect
     """
     from rich.table import Table
 
@@ -283,32 +294,119 @@ def formats(as_json: bool = JSON_OPT) -> None:
 
     reg = registry()
     listing = reg.formats()
+    if name is not None:
+        wanted = name.strip().lower()
+        listing = [f for f in listing if f["format"] == wanted]
+        if not listing:
+            raise Refusal("CONV-1", f"unknown format {name!r}; known formats: {', '.join(reg.names())}", "FORMAT")
     if as_json:
         render.emit_json({"formats": listing, "broken": [{"entryPoint": a, "reason": b} for a, b in reg.broken]})
         return
     _warn_broken(reg)
     c = render.console()
+    if name is not None:
+        f = listing[0]
+        if f["hub"]:
+            c.print("aef: the hub (AEF 1.0); every other format converts to it and from it.")
+            return
+        for label, d in (("import", f["import"]), ("export", f["export"])):
+            if d is None:
+                c.print(f"[bold]{label}[/]: none")
+                continue
+            c.print(f"[bold]{label}[/]: {render.escape(d['converter'])}: {render.escape(d['description'])}")
+            for x in d["losses"] or [{"text": "exact", "source": "page"}]:
+                mark = "" if x["source"] == "page" else f" [dim]({x['source']})[/]"
+                c.print(f"  - {render.escape(x['text'])}{mark}")
+        for d in f["direct"]:
+            c.print(f"[bold]direct[/]: {render.escape(d['name'])}: {d['source']} -> {d['target']}")
+            for x in d["losses"] or [{"text": "exact"}]:
+                c.print(f"  - {render.escape(x['text'])}")
+        return
     if len(listing) == 1:
         c.print("aef (the hub) only: no converter is installed yet.")
         return
-    table = Table(title="Formats (AEF 1.0 is the hub)")
-    table.add_column("format")
-    table.add_column("import: to AEF (loses)")
-    table.add_column("export: from AEF (loses)")
-
-    def cell(d) -> str:
-        return "-" if d is None else f"{d['converter']} ({'; '.join(d['fidelity'])})"
-
+    table = Table(title="Formats (AEF 1.0 is the hub; `aefgate formats NAME` lists the losses)")
+    for col in ("format", "import", "export", "direct", "fidelity"):
+        table.add_column(col)
     for f in listing:
         if f["hub"]:
-            table.add_row("aef", "(hub)", "(hub)")
-        else:
-            table.add_row(f["format"], cell(f["import"]), cell(f["export"]))
+            table.add_row("aef", "(hub)", "(hub)", "", "")
+            continue
+        direct = ", ".join(sorted({d["target"] if d["source"] == f["format"] else d["source"]
+                                   for d in f["direct"]})) or "-"
+        fid = f"import {_summary(f['import'])}, export {_summary(f['export'])}"
+        table.add_row(f["format"], f["import"]["converter"] if f["import"] else "-",
+                      f["export"]["converter"] if f["export"] else "-", direct, render.escape(fid))
     c.print(table)
-    for f in listing:
-        for d in f["direct"]:
-            if f["format"] == d["source"]:
-                c.print(f"direct: {d['name']}: {d['source']} -> {d['target']} ({'; '.join(d['fidelity'])})")
+
+
+@app.command()
+def fidelity(
+    fmt: str = typer.Argument(..., metavar="FORMAT", help="A format aefgate converts both ways (`aefgate formats`)."),
+    run: Optional[Path] = typer.Argument(None, metavar="[RUN]", help="The run folder: AEF -> FORMAT -> AEF."),
+    from_source: Optional[Path] = typer.Option(None, "--from-source", metavar="FILE", help="A file in FORMAT "
+                                               "instead of a run: FORMAT -> AEF -> FORMAT."),
+    opt: List[str] = typer.Option([], "--opt", help="A converter option, k=v (repeatable), for the step that "
+                                  "takes it."),
+    ignore_overlays: bool = typer.Option(False, "--ignore-overlays", help="Option `ignore_overlays`: round-trip a "
+                                         "run with overlay events without them."),
+    policy: Optional[Path] = typer.Option(None, "--policy", help="A trust policy ([SIG-4]): blobs its authorized "
+                                          "redactions withhold are left out ([OVL-10])."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Round-trip through FORMAT and report, field by field, what was kept, what was lost as the converters
+    declare, and what was lost but not declared (a defect: exit 1). A declared loss whose fields were all kept is
+    reported too (exit 0).
+
+    Examples: aefgate fidelity inspect runs/refunds --json; aefgate fidelity inspect --from-source log.eval
+    """
+    from aefgate.converters.fidelity import fidelity as round_trip
+    from aefgate.converters.fidelity import fidelity_from_source
+
+    if (run is None) == (from_source is None):
+        raise Refusal("CLI-2", "give a RUN or --from-source FILE (one of them)", "RUN")
+    options: dict[str, object] = parse_opts(opt)
+    if ignore_overlays:
+        options["ignore_overlays"] = True
+    if run is not None:
+        require_dir(run)
+        withheld: frozenset[str] = frozenset()
+        if policy is not None:
+            from aefgate.cli.aef import authorized_withheld, load_policy
+
+            withheld = authorized_withheld(run, load_policy(policy))
+        report = round_trip(fmt, run, options=options, withheld_ok=withheld)
+    else:
+        from aefgate.cli.inputs import require_file
+
+        require_file(from_source)
+        report = fidelity_from_source(fmt, from_source, options=options)
+    if as_json:
+        render.emit_json(report.to_json())
+    else:
+        c = render.console()
+        c.print(f"round trip  {render.escape(report.cycle)} on {render.escape(report.input)}")
+        c.print(f"fields      {len(report.kept)} kept, {len(report.lost)} lost ({len(report.undeclared)} not "
+                "declared)")
+        for f, item in report.lost:
+            count = report.fields[f]
+            where = f" ({count.lost} of {count.lost + count.kept})" if count.kept else ""
+            if item is None:
+                c.print(f"  [bold red]LOST, NOT DECLARED[/]  {render.escape(f)}{where}")
+            else:
+                label = item if len(item) <= 70 else item[:67] + "..."
+                c.print(f"  [yellow]lost[/]  {render.escape(f)}{where}  [dim](declared: {render.escape(label)})[/]")
+        for loss in report.declared_but_kept:
+            c.print(f"  [cyan]declared but kept[/]  {render.escape(loss.text[:90])}")
+        if report.refusal is not None:
+            r = report.refusal
+            c.print("[bold red]the way back was refused[/]: "
+                    f"{render.escape(render.error_line(r.rule, r.where, r.message))}")
+        verdict = "[bold green]only declared losses[/]" if report.ok else "[bold red]FAILED[/]: " + (
+            f"{len(report.undeclared)} loss(es) not declared" if report.undeclared else "the round trip broke")
+        c.print(f"result      {verdict}")
+    if not report.ok:
+        raise typer.Exit(EXIT_INTEGRITY)
 
 
 # The conversion options that also have a flag of their own: flag -> option name.
@@ -540,7 +638,8 @@ def run(argv: Optional[List[str]] = None) -> int:
     contract = bool(args) and args[0] == "aef"  # spec 09 §9.3: errors on stderr only, always exit 2
     as_json = _json_requested(args) and not contract
     try:
-        rv = app(args=args, prog_name="aefgate", standalone_mode=False)
+        with render.progress_display(quiet=as_json or contract):
+            rv = app(args=args, prog_name="aefgate", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except Refusal as r:
         if as_json:

@@ -1,10 +1,10 @@
-"""Inspect AI commands: ``aefgate import inspect``, ``aefgate export inspect``, ``aefgate fidelity inspect``.
+"""Inspect AI commands: ``aefgate import inspect``, ``aefgate export inspect``.
 
-The three groups ``import``, ``export`` and ``fidelity`` are typer sub-apps shared by every format: another module
+The two groups ``import`` and ``export`` are typer sub-apps shared by every format: another module
 adds its command to them (``from aefgate.cli.inspect_cmds import import_app`` then ``@import_app.command("x")``),
 and :func:`register` adds the groups to the ``aefgate`` app once.
 
-The mapping is ``../shared/spec/aef/interop/inspect.md``, implemented by :mod:`aefgate.converters.inspect_aef`;
+The mapping is ``../shared/spec/aef/interop/inspect.md``, implemented by :mod:`aefgate.converters.inspect`;
 refusals follow the CLI's convention (``error [RULE] at WHERE: message`` on stderr; exit 2 for an input, 1 for a
 run that does not verify).
 """
@@ -12,7 +12,7 @@ run that does not verify).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
@@ -26,15 +26,12 @@ import_app = typer.Typer(name="import", help="Import another tool's output as an
                          no_args_is_help=True, add_completion=False)
 export_app = typer.Typer(name="export", help="Export an AEF run in another tool's format.", no_args_is_help=True,
                          add_completion=False)
-fidelity_app = typer.Typer(name="fidelity", help="Round-trip a run through another format and report, field by "
-                                                 "field, what survives and what is lost.", no_args_is_help=True,
-                           add_completion=False)
 
 
 def register(app, aef_app) -> None:
-    """Add the ``import``, ``export`` and ``fidelity`` groups to the ``aefgate`` app (once)."""
+    """Add the ``import`` and ``export`` groups to the ``aefgate`` app (once)."""
     present = {getattr(g, "name", None) for g in getattr(app, "registered_groups", [])}
-    for sub in (import_app, export_app, fidelity_app):
+    for sub in (import_app, export_app):
         name = sub.info.name
         if name not in present:
             app.add_typer(sub, name=name)
@@ -69,7 +66,8 @@ def import_inspect(
 
     Example: aefgate import inspect logs/2026-10-06_refunds.eval runs/refunds --target-mode live
     """
-    from aefgate.converters.inspect_aef import _load_key, import_log
+    from aefgate.converters.inspect.importer import import_log
+    from aefgate.formats.aef.signatures import signing_key_of
     from aefgate.formats.aef import jsonio
     from aefgate.formats.aef.sealer import seal_run_hash
 
@@ -78,16 +76,11 @@ def import_inspect(
     from aefgate.cli.inputs import require_file
 
     require_file(log)
-    signing_key = _load_key(key)  # before anything is written
+    signing_key = signing_key_of(key)  # before anything is written
     opened = open_log(log)
     total = opened.sample_count
-    progress, task, cb = _progress(total, quiet=as_json)
-    try:
-        run_dir = import_log(opened.header, opened.samples(), out, target_mode=target_mode,
-                             content_capture=content_capture, at=at, key=signing_key, total=total, progress=cb)
-    finally:
-        if progress is not None:
-            progress.stop()
+    run_dir = import_log(opened.header, opened.samples(), out, target_mode=target_mode,
+                         content_capture=content_capture, at=at, key=signing_key, total=total)
     # the import verified the run (before sealing it, or after writing a running run: IN-11); what is shown here is
     # read from what it wrote, not verified a second time
     run = jsonio.read_json(run_dir / "run.json")
@@ -114,25 +107,6 @@ def import_inspect(
         c.print("signed    attestation.dsse.json")
 
 
-def _progress(total: Optional[int], *, quiet: bool) -> tuple[Any, Any, Any]:
-    """A rich progress bar on stderr (samples read / total), shown for long logs on a terminal only."""
-    c = render.console()
-    if quiet or not c.is_terminal or (total is not None and total < 200):
-        return None, None, None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    progress = Progress(TextColumn("samples"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=c,
-                        transient=True)
-    task = progress.add_task("samples", total=total)
-    progress.start()
-
-    def cb(done: int, _total: Optional[int]) -> None:
-        if done % 50 == 0 or (total is not None and done == total):
-            progress.update(task, completed=done)
-
-    return progress, task, cb
-
-
 # -- aefgate export inspect ---------------------------------------------------------------------------------------
 
 
@@ -142,20 +116,26 @@ def export_inspect(
     out: Path = typer.Argument(..., metavar="OUT", help="The Inspect log to write: OUT.eval or OUT.json."),
     ignore_overlays: bool = typer.Option(False, "--ignore-overlays", help="Convert a run with overlay events "
                                          "without them (IN-4): its sealed lines only."),
+    output_from_evidence: bool = typer.Option(False, "--output-from-evidence", help="Rebuild each sample's output "
+                                              "(and messages) from its captured output evidence, where the page "
+                                              "refuses the run (IN-5): aefgate's extension, for runs imported from "
+                                              "Inspect (docs/mappings/inspect.md)."),
     policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Export an AEF run as an Inspect AI eval log (interop/inspect.md, AEF -> Inspect). Only a run that verifies
-    is exported (IN-11, exit 1).
+    is exported (IN-11, exit 1). A run whose samples cite output evidence (every run imported from Inspect with
+    content) is refused (IN-5) unless --output-from-evidence.
 
     Example: aefgate export inspect runs/refunds out/refunds.eval
     """
     from aefgate.cli.inputs import require_dir
-    from aefgate.converters.inspect_aef import to_inspect
+    from aefgate.converters.inspect.exporter import to_inspect
     from aefgate.formats.inspect import open_log
 
     require_dir(run)
-    path = to_inspect(run, out, ignore_overlays=ignore_overlays, withheld_ok=_withheld(run, policy))
+    path = to_inspect(run, out, ignore_overlays=ignore_overlays, withheld_ok=_withheld(run, policy),
+                      output_from_evidence=output_from_evidence)
     written = open_log(path)
     if as_json:
         render.emit_json({"run": str(run), "output": str(path), "format": written.format,
@@ -164,53 +144,3 @@ def export_inspect(
     c = render.console()
     c.print(f"exported  {render.escape(str(run))} -> {render.escape(str(path))} ({written.format})")
     c.print(f"log       status {written.header.get('status')}, {written.sample_count} samples")
-
-
-# -- aefgate fidelity inspect -------------------------------------------------------------------------------------
-
-
-@fidelity_app.command("inspect")
-def fidelity_inspect(
-    run: Path = typer.Argument(..., metavar="RUN", help="The run folder."),
-    ignore_overlays: bool = typer.Option(False, "--ignore-overlays", help="Round-trip a run with overlay events "
-                                         "without them (IN-4)."),
-    policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
-    as_json: bool = JSON_OPT,
-) -> None:
-    """Round-trip a run AEF -> Inspect -> AEF and report, field by field, what survived and what was lost, each
-    loss checked against the page's "What does not carry over". A loss the page does not list (or an exported log
-    that does not import back) is a failure: exit 1.
-
-    Example: aefgate fidelity inspect runs/refunds --json
-    """
-    from aefgate.cli.inputs import require_dir
-    from aefgate.converters.inspect_aef import fidelity
-    from aefgate.errors import EXIT_INTEGRITY
-
-    require_dir(run)
-    report = fidelity(run, ignore_overlays=ignore_overlays, withheld_ok=_withheld(run, policy))
-    if as_json:
-        render.emit_json(report.to_json())
-    else:
-        c = render.console()
-        c.print(f"run       {render.escape(str(run))}: AEF -> Inspect -> AEF")
-        c.print(f"kept      {len(report.kept)} fields; lost {len(report.lost)}")
-        for f in report.kept:
-            c.print(f"  [green]kept[/]  {render.escape(f)}")
-        for f, item in report.lost:
-            kept, lost = report.counts[f]
-            where = f" ({lost} of {kept + lost})" if kept else ""
-            if item is None:
-                c.print(f"  [bold red]LOST, NOT LISTED[/]  {render.escape(f)}{where}")
-            else:
-                label = item.split(":", 1)[0]
-                c.print(f"  [yellow]lost[/]  {render.escape(f)}{where}  [dim](listed: {render.escape(label)})[/]")
-        if report.refusal is not None:
-            r = report.refusal
-            c.print(f"[bold red]the exported log does not import back[/]: "
-                    f"{render.escape(render.error_line(r.rule, r.where, r.message))}")
-        verdict = "[bold green]only listed losses[/]" if report.ok else "[bold red]FAILED[/]: " + (
-            f"{len(report.unlisted)} loss(es) the page does not list" if report.unlisted else "the round trip broke")
-        c.print(f"result    {verdict}")
-    if not report.ok:
-        raise typer.Exit(EXIT_INTEGRITY)

@@ -6,9 +6,10 @@ Nothing else in the CLI writes to stdout: a command either calls :func:`emit_jso
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 from rich.console import Console
 from rich.markup import escape
@@ -24,6 +25,54 @@ def console() -> Console:
     if _console is None:
         _console = Console(stderr=True, highlight=False, soft_wrap=False)
     return _console
+
+
+class RichDisplay:
+    """The progress of long work (:mod:`aefgate.progress`) as rich bars on stderr, removed when each task ends."""
+
+    def __init__(self, c: Console) -> None:
+        self.console = c
+        self.progress: Any = None
+
+    def start(self, label: str, total: int | None, unit: str) -> Any:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        if self.progress is None:
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                     TextColumn("{task.completed:,}/{task.fields[shown_total]} {task.fields[unit]}"),
+                                     TimeElapsedColumn(), TimeRemainingColumn(), console=self.console,
+                                     transient=True)
+            self.progress.start()
+        shown = f"{total:,}" if total is not None else "?"
+        return self.progress.add_task(label, total=total, unit=unit, shown_total=shown)
+
+    def update(self, handle: Any, completed: int) -> None:
+        if self.progress is not None:
+            self.progress.update(handle, completed=completed)
+
+    def stop(self, handle: Any) -> None:
+        if self.progress is None:
+            return
+        self.progress.remove_task(handle)
+        if not self.progress.tasks:
+            self.progress.stop()
+            self.progress = None
+
+
+@contextlib.contextmanager
+def progress_display(*, quiet: bool) -> Iterator[None]:
+    """Show long work as progress bars while the block runs: only when stderr is a terminal and not ``quiet``
+    (``--json``)."""
+    from aefgate import progress
+
+    c = console()
+    display = None if quiet or not c.is_terminal else RichDisplay(c)
+    try:
+        with progress.showing(display):
+            yield
+    finally:
+        if display is not None and display.progress is not None:
+            display.progress.stop()
 
 
 def emit_json(value: Any) -> None:

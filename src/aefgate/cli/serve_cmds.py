@@ -64,9 +64,9 @@ def ingest(
     Example: aefgate serve ingest --from nats://127.0.0.1:4222/aep.assessments --durable ingest --out runs/
     """
     from aefgate.bus.ingest import IngestConfig, serve_ingest
-    from aefgate.converters.inspect_aef import _load_key
+    from aefgate.formats.aef.signatures import signing_key_of
 
-    signing_key = _load_key(key)
+    signing_key = signing_key_of(key)
     cfg = IngestConfig(source=source, out=out, durable=durable, idle=idle, dead_letter=dead_letter,
                        max_inflight=max_inflight, at=at_fixed, key=signing_key, target_mode=target_mode,
                        ack_wait=ack_wait, node=node)

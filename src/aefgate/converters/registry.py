@@ -26,6 +26,7 @@ Refusals (exit 2), aefgate's own rule ids:
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import os
 import shutil
 import tempfile
@@ -40,6 +41,8 @@ from aefgate.fsutil import check_destination, parents_for
 __all__ = [
     "GROUP",
     "HUB",
+    "LINE_SCOPES",
+    "Loss",
     "Option",
     "Converter",
     "Registry",
@@ -116,13 +119,82 @@ def _as_option(o: Option | Mapping[str, Any] | Sequence[Any]) -> Option:
     return Option(*o)
 
 
+#: the lines a :class:`Loss` may be limited to (``lines=``), as the round-trip harness decides them on the original
+#: run: ``root`` (a line without a parent), ``not_case_root`` (every line but the first root line of its case and
+#: trial: children, rollups and a case's later roots)
+LINE_SCOPES = ("root", "not_case_root")
+
+
+@dataclass(frozen=True)
+class Loss:
+    """One thing a conversion direction does not carry: the sentence people read (``text``, as the mapping page
+    states it) and the fields it covers, which a program checks (``fields``: patterns of the round-trip harness's
+    field names, see :mod:`aefgate.converters.fidelity`; empty: the loss is stated but no field names it).
+
+    A pattern covers a field that equals it, or that continues it with ``.``, ``[`` or ``(`` (``results:annotator``
+    covers ``results:annotator.promptHash``); ``*`` matches anything (``run.json:*``). ``when`` limits the loss to
+    the conversions given these options (``{"max_capture": ("none", "metadata")}``); ``lines`` to some result lines
+    (one of :data:`LINE_SCOPES`). ``source`` says whose list it is on: ``page`` (the AEF interop page) or
+    ``aefgate`` (aefgate's own mapping page, where the spec says nothing)."""
+
+    text: str
+    fields: tuple[str, ...] = ()
+    when: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    lines: str | None = None
+    source: str = "page"
+
+    def __post_init__(self) -> None:
+        if not self.text:
+            raise ValueError("a loss has a text")
+        object.__setattr__(self, "fields", tuple(self.fields))
+        when = self.when.items() if isinstance(self.when, Mapping) else self.when
+        object.__setattr__(self, "when", tuple((str(k), tuple(v)) for k, v in when))
+        if self.lines is not None and self.lines not in LINE_SCOPES:
+            raise ValueError(f"loss {self.text[:40]!r}: lines must be one of {LINE_SCOPES}, not {self.lines!r}")
+
+    def applies(self, options: Mapping[str, Any]) -> bool:
+        """Whether the loss holds for a conversion given ``options`` (each ``when`` option among its values)."""
+        return all(options.get(k) in values for k, values in self.when)
+
+    def covers(self, fieldname: str) -> bool:
+        return any(field_matches(p, fieldname) for p in self.fields)
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"text": self.text, "fields": list(self.fields), "source": self.source}
+        if self.when:
+            out["when"] = {k: list(v) for k, v in self.when}
+        if self.lines:
+            out["lines"] = self.lines
+        return out
+
+
+def field_matches(pattern: str, fieldname: str) -> bool:
+    """Whether a loss's field ``pattern`` covers ``fieldname`` (see :class:`Loss`)."""
+    if "*" in pattern:
+        return fnmatch.fnmatchcase(fieldname, pattern)
+    return fieldname == pattern or (fieldname.startswith(pattern) and fieldname[len(pattern)] in ".[(")
+
+
+def _as_loss(x: Loss | str) -> Loss:
+    return x if isinstance(x, Loss) else Loss(str(x))
+
+
 @dataclass(frozen=True)
 class Converter:
     """One direction of a conversion: ``source`` format to ``target`` format.
 
     ``run(src_path, dst_path, **options)`` writes ``dst_path``; ``options`` declares what it takes (an
     :class:`Option`, a dict or a ``(name, help, type, default)`` tuple each); ``losses`` lists what the
-    conversion loses (empty: exact); ``description`` is one line for people.
+    conversion loses (:class:`Loss` entries, or plain sentences; empty: exact); ``description`` is one line for
+    people.
+
+    What the round-trip harness (:mod:`aefgate.converters.fidelity`) needs, on an import (``X -> aef``):
+    ``back_options(run_dir) -> dict``, the options that import an export of the run at ``run_dir`` back as that
+    run (its run id, times, modes: so result ids match, [RES-4]); for the source cycle ``X -> aef -> X``,
+    ``records(path)``, the source file as comparable records (``(kind, key, JSON value)``). On an export
+    (``aef -> X``): ``round_trip_options``, the options it takes in a round trip unless the caller gives others.
+    ``suffix`` is the file suffix an output it writes takes where the caller names none (a route's intermediate
+    file, a round trip's export): ``.json`` for an Inspect log (a ``.eval`` reorders its samples).
     """
 
     name: str
@@ -130,9 +202,13 @@ class Converter:
     target: str
     run: Callable[..., Any]
     options: tuple[Option, ...] = ()
-    losses: tuple[str, ...] = ()
+    losses: tuple[Loss, ...] = ()
     description: str = ""
     origin: str = field(default="", compare=False)  # the entry point it came from, set by discovery
+    back_options: Callable[[Path], dict] | None = field(default=None, compare=False)
+    records: Callable[[Path], Iterable[tuple[str, str, Any]]] | None = field(default=None, compare=False)
+    round_trip_options: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    suffix: str = ""
 
     def __post_init__(self) -> None:
         if not self.name or not self.source or not self.target:
@@ -142,15 +218,15 @@ class Converter:
         object.__setattr__(self, "source", self.source.strip().lower())
         object.__setattr__(self, "target", self.target.strip().lower())
         object.__setattr__(self, "options", tuple(_as_option(o) for o in self.options))
-        object.__setattr__(self, "losses", tuple(str(x) for x in self.losses))
+        object.__setattr__(self, "losses", tuple(_as_loss(x) for x in self.losses))
         names = [o.name for o in self.options]
         if len(set(names)) != len(names):
             raise ValueError(f"converter {self.name!r} declares an option twice")
 
     @property
     def fidelity(self) -> list[str]:
-        """What the conversion loses, or ``["exact"]``."""
-        return list(self.losses) or ["exact"]
+        """What the conversion loses (each loss's text), or ``["exact"]``."""
+        return [x.text for x in self.losses] or ["exact"]
 
     def option(self, name: str) -> Option | None:
         for o in self.options:
@@ -165,6 +241,7 @@ class Converter:
             "target": self.target,
             "description": self.description,
             "fidelity": self.fidelity,
+            "losses": [x.to_json() for x in self.losses],
             "options": [o.to_json() for o in self.options],
         }
 
@@ -273,8 +350,8 @@ def _direction(convs: list[Converter]) -> dict | None:
     if not convs:
         return None
     c = convs[0]
-    return {"converter": c.name, "fidelity": c.fidelity, "description": c.description,
-            "options": [o.to_json() for o in c.options]}
+    return {"converter": c.name, "fidelity": c.fidelity, "losses": [x.to_json() for x in c.losses],
+            "description": c.description, "options": [o.to_json() for o in c.options]}
 
 
 def registry() -> Registry:
@@ -341,7 +418,8 @@ def run_route(route_: Sequence[Converter], src: str | Path, dst: str | Path,
             current = src
             for i, (conv, kw) in enumerate(zip(route_, kwargs)):
                 last = i == len(route_) - 1
-                out = stage / dst.name if last else work / f"step{i}-{conv.target}"  # type: ignore[operator]
+                out = (stage / dst.name if last
+                       else work / f"step{i}-{conv.target}{conv.suffix}")  # type: ignore[operator]
                 conv.run(current, out, **kw)
                 if not out.exists():
                     raise RuntimeError(f"converter {conv.name!r} wrote nothing at {out}")

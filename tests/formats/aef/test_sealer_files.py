@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aefgate.formats.aef import jsonio, runfs, sealer, verifier
+from aefgate.formats.aef import jsonio, runfs, seal, sealer, verifier
 from aefgate.formats.aef.paths import path_problems
 from aefgate.formats.aef.sealer import (
     EVIDENCE_PREDICATE,
@@ -286,6 +286,7 @@ CASES = [name for name, _ in _edits(TRIALS_RUN)]
 def tiny_chunks(request, monkeypatch):
     if request.param:
         monkeypatch.setattr(sealer, "_LEAN_CHUNK", 2)
+        monkeypatch.setattr(seal, "_LEAN_CHUNK", 2)
     return request.param
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "keygen",
     "keyid_of",
     "load_private_key",
+    "signing_key_of",
     "pae",
     "payload_type_for",
     "sign",
@@ -658,3 +659,11 @@ def keygen(algorithm: str, identity: str, may: Iterable[str] = ()) -> tuple[byte
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     return private_pem, key.public_pem(), entry
+
+
+def signing_key_of(key: "str | os.PathLike[str] | SigningKey | None") -> "SigningKey | None":
+    """A signing key from what a caller gives: a path to a private key file (loaded now, so that a bad key is
+    refused before anything is written), a key already loaded, or None."""
+    if isinstance(key, (str, os.PathLike)):
+        return load_private_key(key)
+    return key

@@ -72,3 +72,28 @@ def line_events(value: Any, where: str, diagnostics: list | None = None) -> list
         raise Refusal("CE-7", 'an HTTP message line is {"headers": object, "body": string}', where)
     got = from_http(headers, body.encode("utf-8"), where=where, diagnostics=diagnostics)
     return got if isinstance(got, list) else [got]
+
+
+#: the shapes of a CloudEvents file's lines: ``structured`` (the JSON event format) or ``binary`` (an HTTP binary
+#: content mode message, ``{"headers", "body"}``)
+MODES = ("structured", "binary")
+
+
+def check_mode(mode: str) -> None:
+    """CONV-3 for a mode that is not one of :data:`MODES`."""
+    if mode not in MODES:
+        raise Refusal("CONV-3", f"option 'mode' is structured or binary, not {mode!r}", "--opt mode")
+
+
+def line_value(event: Any, where: str, mode: str) -> Any:
+    """One AEP Event as its CloudEvents line value in ``mode`` (refusals at ``where``)."""
+    from aefgate.formats.cloudevents.bindings import to_binary_http
+    from aefgate.formats.cloudevents.mapping import ce_forward
+
+    if mode == "structured":
+        return ce_forward(event, where)
+    try:
+        headers, body = to_binary_http(event)
+    except Refusal as e:
+        raise Refusal(e.rule, e.message, where + (f"/{e.where}" if e.where else "")) from None
+    return {"headers": headers, "body": body.decode("utf-8")}

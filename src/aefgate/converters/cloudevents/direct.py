@@ -31,42 +31,15 @@ from typing import Any, Iterator
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.cloudevents import (
-    ce_forward,
     ce_inverse,
     is_cloudevents_line,
     iter_jsonl,
     line_events,
-    to_binary_http,
     write_jsonl,
 )
 from aefgate.formats.cloudevents.mapping import Diagnostic
+from aefgate.formats.cloudevents.files import check_mode, line_value
 from aefgate.fsutil import atomic_lines, input_file_problem
-
-MODES = ("structured", "binary")
-
-LOSSES_TO_AEP = (
-    "CloudEvents extension attributes whose names are not legal AEP extension names ([a-z0-9]{1,20}, not an AEP "
-    "core name) or whose values cannot ride the envelope: dropped (AEP-0005 §2 rule 2)",
-    "dataschema: dropped (no AEP counterpart)",
-    "binary mode: integer and boolean extension attributes other than aepsequence/aepepoch read as strings",
-)
-
-
-def _check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise Refusal("CONV-3", f"option 'mode' is structured or binary, not {mode!r}", "--opt mode")
-
-
-def _export_value(event: Any, where: str, mode: str) -> Any:
-    """One AEP Event as its CloudEvents line value."""
-    if mode == "structured":
-        return ce_forward(event, where)
-    try:
-        headers, body = to_binary_http(event)
-    except Refusal as e:
-        raise Refusal(e.rule, e.message, where + (f"/{e.where}" if e.where else "")) from None
-    return {"headers": headers, "body": body.decode("utf-8")}
-
 
 def _checked(event: Any, where: str) -> Any:
     """An AEP event read from a file or made by the inverse bridge: valid against the envelope and payload schemas
@@ -86,10 +59,10 @@ def _check_event():
 
 def export_lines(src: str | Path, mode: str = "structured") -> Iterator[Any]:
     """The CloudEvents lines of the AEP event file ``src`` (refusals at ``src:line``), in this process."""
-    _check_mode(mode)
+    check_mode(mode)
     for lineno, event in iter_jsonl(src):
         where = f"{src}:{lineno}"
-        value = _export_value(event, where, mode)  # the bridge's own rules (B1-B5) first
+        value = line_value(event, where, mode)  # the bridge's own rules (B1-B5) first
         _checked(event, where)
         yield value
 
@@ -126,7 +99,7 @@ def _export_batch(task: tuple[str, int, list[bytes | None], str]) -> tuple[bytes
             if raw is None:
                 return b"", ("ENC-17", f"line {start + i} is over {jsonio.MAX_DOC} bytes", where)
             event = jsonio.loads(raw)
-            value = _export_value(event, where, mode)  # the bridge's own rules (B1-B5) first
+            value = line_value(event, where, mode)  # the bridge's own rules (B1-B5) first
             _checked(event, where)
             out.append(dump_line(value))
         except jsonio.JsonProblem as e:
@@ -209,7 +182,7 @@ def export_file(src: str | Path, dst: str | Path, *, mode: str = "structured", w
     output is the same bytes either way."""
     if mode is None:
         mode = "structured"
-    _check_mode(mode)
+    check_mode(mode)
     src, dst = Path(src), Path(dst)
     problem = input_file_problem(src)
     if problem is not None:
@@ -236,25 +209,3 @@ def _run_export(src: Any, dst: Any, *, mode: str = "structured", **_: Any) -> di
 def _run_import(src: Any, dst: Any, **_: Any) -> dict:
     n, diagnostics = import_file(src, dst)
     return {"events": n, "dropped": [f"{where}: {d}" for where, d in diagnostics]}
-
-
-def _converters() -> list[Any]:
-    from aefgate.converters.registry import Converter, Option
-
-    return [
-        Converter(
-            "aep-to-cloudevents", "aep", "cloudevents", _run_export,
-            options=[Option("mode", "structured (one JSON-format CloudEvent per line) or binary (one "
-                                    "{\"headers\", \"body\"} HTTP binary-mode message per line)", str, "structured")],
-            losses=(),
-            description="AEP event files into CloudEvents 1.0 files (AEP-0005 §1, B1-B5)",
-        ),
-        Converter(
-            "cloudevents-to-aep", "cloudevents", "aep", _run_import,
-            losses=LOSSES_TO_AEP,
-            description="CloudEvents files (structured JSON or HTTP messages) into AEP event files (AEP-0005 §2)",
-        ),
-    ]
-
-
-CONVERTERS = _converters()

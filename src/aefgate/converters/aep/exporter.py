@@ -1,0 +1,738 @@
+"""AEF -> AEP (docs/mappings/aep.md, AEP-1 .. AEP-12): a run that verifies ``intact`` -> AEP assessment events.
+
+:func:`export_events` streams them over ``results.ndjson`` (memory does not grow with the run), in a deterministic
+order with deterministic ids; :func:`to_aep` writes them as JSONL, :func:`to_cloudevents` as CloudEvents (AEP-18).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import msgspec
+
+from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.formats.aef import jsonio
+from aefgate.fsutil import atomic_lines, check_file_destination
+from aefgate.progress import start as progress_start
+from aefgate.progress import task as progress_task
+from aefgate.converters.aep.common import (
+    AEP_VERSION, EXT_KEY, OVERLAY_SEVERITY, T_EVAL, T_FEEDBACK, T_GUARD, _AEF_COPY, _AEF_KEYS, _COMPOSITE, _CONTROL,
+    _FAIL_SEVERITY, _RANK, _STATE_SEVERITY, _aep_module, _check_host, _check_level, _grader, _load_cause_map,
+)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# AEF -> AEP
+
+
+class _Export:
+    """What one export needs per event, computed once (AEP-3 .. AEP-10)."""
+
+    def __init__(self, root: Path, run: dict, run_hash: str, ceiling: str, agent: str, host: str,
+                 cause_map: dict[str, str]):
+        self.root = root
+        self.run = run
+        self.ceiling = ceiling
+        self.text = _RANK[ceiling] >= _RANK["redacted"]  # AEP-8: redacted-class fields are built at all
+        self.data = ceiling != "none"
+        self.prefix = f"aef-{run_hash[:16]}-"
+        self.run_id = run["runId"]
+        self.agent = agent
+        self.source = f"aep://{host}/agent/{quote(agent, safe='')}/session/{quote(self.run_id, safe='')}"
+        self.cause_map = cause_map
+        self.run_time = run.get("endedAt") or run.get("startedAt")
+        self.content_on = run.get("contentCapture", "on") == "on"
+        self.calibrated = frozenset(
+            j.get("model") for j in run.get("judges") or () if isinstance(j, dict) and j.get("calibration")
+        )
+        self.seq = 0
+        self.check_blobs = False  # a blob read must hash to its name (set by an export beside the verification)
+
+    def envelope(self, eid: str, etype: str, time: str, run: str | None, cause: str | None,
+                 traceparent: str | None, severity: str, data: dict) -> dict:
+        ev: dict[str, Any] = {"aep": AEP_VERSION, "id": eid, "type": etype, "time": time, "source": self.source,
+                              "agent": self.agent, "session": self.run_id}
+        if run is not None:
+            ev["run"] = run
+        ev["seq"] = self.seq
+        self.seq += 1
+        ev["epoch"] = 0
+        if cause is not None:
+            ev["cause"] = cause
+        if traceparent is not None:
+            ev["traceparent"] = traceparent
+        ev["severity"] = severity
+        ev["capture"] = self.ceiling
+        if self.data:
+            ev["data"] = data
+        return ev
+
+    def explanation(self, line: Mapping[str, Any]) -> str | None:
+        """AEP-9: the reason, else the reasoning blob's text (UTF-8, present)."""
+        reason = line.get("reason")
+        if isinstance(reason, str):
+            return reason
+        reasoning = line.get("reasoning")
+        if not self.content_on or not isinstance(reasoning, dict):
+            return None
+        blob = reasoning.get("blob")
+        if not isinstance(blob, str) or not blob.startswith("sha256:"):
+            return None
+        hexd = blob[7:]
+        try:
+            data = (self.root / "blobs" / "sha256" / hexd[:2] / hexd).read_bytes()
+        except OSError:  # withheld ([OVL-10]): no explanation
+            return None
+        if self.check_blobs:  # read beside the verification (aefgate.bus.pipeline): the bytes are the blob's name
+            import hashlib
+
+            if hashlib.sha256(data).hexdigest() != hexd.lower():
+                raise Refusal("AEP-1", "the run changed after it was verified", f"blobs/sha256/{hexd[:2]}/{hexd}",
+                              exit_code=EXIT_INTEGRITY)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:  # not text: no explanation
+            return None
+
+    def aef_object(self, line: Mapping[str, Any]) -> dict:
+        """AEP-10: the line's structure, identifiers and numbers only."""
+        a: dict[str, Any] = {"path": line["path"]}
+        present = _AEF_KEYS.intersection(line)  # most lines have few of the optional members
+        if present:
+            if "trial" in present:
+                a["trial"] = line["trial"]
+            if "trials" in present:
+                a["trials"] = line["trials"]
+            if "parentResultId" in present and line["parentResultId"]:
+                a["parent"] = line["parentResultId"]  # an AEF result id (the parent assessment), not the target's
+            for k in _AEF_COPY:
+                if k in present:
+                    a[k] = line[k]
+        version = line["evaluator"].get("version")
+        if version is not None:
+            a["evaluatorVersion"] = version
+        if "annotator" in present:
+            ann = line["annotator"]
+            a["annotator"] = {k: v for k, v in ann.items() if k != "promptHash"}  # AEP-9
+            g = _grader(line, self.calibrated)
+        else:
+            g = _COMPOSITE if "aggregation" in present else None
+        if g is not None:
+            a["grader"] = g
+        if "traceLink" in present:
+            tl = line["traceLink"]
+            if "spanId" not in tl and "traceId" in tl:
+                a["traceId"] = tl["traceId"]
+        return a
+
+
+def _verified_lines(path: Path) -> Iterator[dict]:
+    """The lines of a ``results.ndjson`` that verified a moment ago (AEP-1), decoded without the strict reader's
+    checks (they passed): streamed, 1 MiB at a time. A line that no longer decodes means the file changed since."""
+    import msgspec
+
+    decode = msgspec.json.Decoder().decode
+    with open(path, "rb") as f, progress_task("export results.ndjson", os.fstat(f.fileno()).st_size, "bytes") as bar:
+        carry = b""
+        lineno = 0
+        while True:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                break
+            bar.advance(len(chunk))
+            parts = (carry + chunk).split(b"\n") if carry else chunk.split(b"\n")
+            carry = parts.pop()
+            for raw in parts:
+                lineno += 1
+                try:
+                    line = decode(raw)
+                except (msgspec.DecodeError, RecursionError):
+                    line = None
+                if type(line) is not dict:
+                    raise Refusal("AEP-1", "the run changed after it was verified", f"results.ndjson:{lineno}",
+                                  exit_code=EXIT_INTEGRITY)
+                yield line
+        if carry:
+            raise Refusal("AEP-1", "the run changed after it was verified", f"results.ndjson:{lineno + 1}",
+                          exit_code=EXIT_INTEGRITY)
+
+
+def _traceparent(line: Mapping[str, Any]) -> str | None:
+    """AEP-6."""
+    tl = line.get("traceLink")
+    if isinstance(tl, dict) and "spanId" in tl and "traceId" in tl:
+        return f"00-{tl['traceId'].lower()}-{tl['spanId'].lower()}-01"
+    return None
+
+
+def _prepare(
+    run_dir: str | os.PathLike[str],
+    *,
+    max_capture: str = "metadata",
+    agent: str | None = None,
+    source_host: str | None = None,
+    cause_map: Any = None,
+    policy: Any = None,
+) -> tuple[_Export, list[dict], set[str], Any]:
+    """AEP-1, AEP-3, AEP-7, AEP-8: verify the run and check the options; what the stream of events needs.
+
+    Three steps, which ``aefgate.bus.pipeline`` also runs apart (the verification beside the export):
+    :func:`_check_options`, :func:`_verify_intact`, :func:`_context`."""
+    opts = _check_options(run_dir, max_capture=max_capture, agent=agent, source_host=source_host,
+                          cause_map=cause_map)
+    v = _verify_intact(opts.root, policy)
+    return _context(opts, v.run_hash)
+
+
+class _Options:
+    """The export's options, checked (:func:`_check_options`)."""
+
+    __slots__ = ("root", "level", "host", "cmap", "agent")
+
+    def __init__(self, root: Path, level: str, host: str, cmap: dict[str, str], agent: str | None):
+        self.root, self.level, self.host, self.cmap, self.agent = root, level, host, cmap, agent
+
+
+def _check_options(run_dir: str | os.PathLike[str], *, max_capture: str = "metadata", agent: str | None = None,
+                   source_host: str | None = None, cause_map: Any = None) -> _Options:
+    """AEP-8, AEP-3, AEP-7 and RUN-1, in this order: what is checked before the verification."""
+    root = Path(run_dir)
+    level = _check_level(max_capture)
+    host = _check_host(source_host if source_host not in (None, "") else "aefgate")
+    cmap = _load_cause_map(cause_map)
+    if agent is not None and (not isinstance(agent, str) or not agent or _CONTROL.search(agent)):
+        raise Refusal("AEP-3", "the agent is a non-empty string without control characters", "agent")
+    if root.is_symlink():
+        raise Refusal("RUN-1", "a symbolic link: give the run folder itself", str(root))
+    if not (root / "run.json").is_file():
+        raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(root))
+    return _Options(root, level, host, cmap, agent)
+
+
+def _verify_intact(root: Path, policy: Any = None):
+    """AEP-1: the run's :class:`Verification`, when it is ``intact``; refused otherwise (exit 1)."""
+    from aefgate.formats.aef.trust import verify_run
+
+    v = verify_run(root, policy=policy)
+    if v.outcome != "intact":
+        detail = f": {v.problems[0][1]} at {v.problems[0][0]}" if v.problems else ""
+        raise Refusal("AEP-1", f"only a run that verifies intact is exported; this one is {v.outcome}{detail}",
+                      str(root), exit_code=EXIT_INTEGRITY)
+    return v
+
+
+def _context(opts: _Options, run_hash: str, run: dict | None = None) -> tuple[_Export, list[dict], set[str], Any]:
+    """What follows the verification: the run header (``run``, when the caller read run.json itself), the
+    ceiling (AEP-8), the agent (AEP-3), the overlay decisions (AEP-12); ``run_hash`` names the events (AEP-4)."""
+    from aefgate.formats.aef.overlays import verify_chain
+
+    root, level, agent = opts.root, opts.level, opts.agent
+    if run is None:
+        run = jsonio.read_json(root / "run.json")
+    run_level = "full" if run.get("contentCapture", "on") == "on" else "metadata"  # AEP-8, [SEC-6]
+    ceiling = min(level, run_level, key=_RANK.__getitem__)
+    redact: Any = None
+    if ceiling == "redacted":
+        # AEP-0001 §8.2(e): built at full, then through the §9.4 pipeline by a redacting hop; never minted
+        mod = _aep_module()
+        if mod is None or not hasattr(mod, "apply_ceiling") or not hasattr(mod, "Redactor"):
+            raise Refusal("AEP-8", "the AEP-0003 §9.4 redaction pipeline (aefgate.formats.aep) is not available: "
+                          "a redacted ceiling cannot be honored", "max_capture")
+        apply_ceiling, redactor = mod.apply_ceiling, mod.Redactor()
+
+        def _redacting(ev: dict, _level: str) -> dict:
+            return apply_ceiling(ev, "redacted", redactor=redactor)
+
+        redact = _redacting
+    if agent is None:
+        subject = run.get("subject") or {}
+        agent = (subject.get("telemetry") or {}).get("agentId") or subject.get("ref") or run["runId"]
+    ctx = _Export(root, run, run_hash, "full" if redact is not None else ceiling, agent, opts.host, opts.cmap)
+
+    chain = verify_chain(root)
+    decisions = [ln.event for ln in chain.lines if ln.ok and ln.event.get("kind") in OVERLAY_SEVERITY]
+    targets = {ev["target"]["result"] for ev in decisions if "result" in ev["target"]}
+    return ctx, decisions, targets, redact
+
+
+def export_events(
+    run_dir: str | os.PathLike[str],
+    *,
+    max_capture: str = "metadata",
+    agent: str | None = None,
+    source_host: str | None = None,
+    cause_map: Any = None,
+    policy: Any = None,
+) -> Iterator[dict]:
+    """The AEP events of a run that verifies ``intact`` (AEP-1), in the order of AEP-2.
+
+    The run is verified and every option checked before the iterator is returned, so a refusal comes from this
+    call, not from the first ``next()``. ``max_capture`` is the capture ceiling (AEP-8), ``agent`` overrides the
+    envelope's ``agent``, ``source_host`` the host of ``source`` (AEP-3), ``cause_map`` maps resultIds or caseIds to
+    assessed event ids (AEP-7), ``policy`` is the trust policy the verification uses for withheld blobs.
+    """
+    return _stream(*_prepare(run_dir, max_capture=max_capture, agent=agent, source_host=source_host,
+                             cause_map=cause_map, policy=policy))
+
+
+def _stream(ctx: _Export, decisions: list[dict], targets: set[str], redact) -> Iterator[dict]:
+    seen_targets: dict[str, tuple[str, str, Any, str]] = {}
+    yield from _result_events(ctx, _verified_lines(ctx.root / "results.ndjson"), targets, seen_targets, redact)
+    yield from _decision_events(ctx, decisions, seen_targets, redact)
+
+
+def _result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
+                   seen_targets: dict[str, tuple[str, str, Any, str]], redact) -> Iterator[dict]:
+    """AEP-2 .. AEP-11: the events of result lines, in order; numbered from ``ctx.seq``. Notes in ``seen_targets``
+    the lines that overlay decisions target (AEP-12)."""
+    text = ctx.text
+    prefix = ctx.prefix
+    cmap = ctx.cause_map
+    source, agent, session, capture, plain = ctx.source, ctx.agent, ctx.run_id, ctx.ceiling, ctx.data
+    run_time = ctx.run_time
+    fail_sev, state_sev = _FAIL_SEVERITY, _STATE_SEVERITY
+    for line in lines:
+        rid = line["resultId"]
+        case = line["caseId"]
+        state = line["state"]
+        aef = ctx.aef_object(line)
+        time = line.get("endedAt") or line.get("startedAt") or run_time
+        cause = (cmap.get(rid) or cmap.get(case)) if cmap else None
+        tp = _traceparent(line) if "traceLink" in line else None
+        if state == "failed" or state == "warn":  # AEP-5, as _severity
+            sev = fail_sev.get(line.get("severity") or "critical", "critical")
+        else:
+            sev = state_sev.get(state, "info")
+        expl = ctx.explanation(line) if text else None
+        evaluator = line["evaluator"]["id"]
+        scores = line.get("scores") or ()
+        ann = line.get("annotator")
+        human = isinstance(ann, dict) and ann.get("kind") == "HUMAN"
+        first_id = None
+        last = len(scores) - 1  # -1: no scores, one event
+        for k, score in enumerate(scores or (None,)):
+            a = aef
+            if human or (score is not None and ("normalized" in score or "label" in score)):
+                if last > 0:  # one score (or none): its event may take the line's aef object itself
+                    a = dict(aef)
+                if score is not None and "normalized" in score:
+                    a["normalized"] = score["normalized"]
+                if score is not None and "label" in score:
+                    a["scoreLabel"] = score["label"]
+            if human:  # AEP-2: a person's judgment is feedback (AEP-0009 §4)
+                data: dict[str, Any] = {}
+                if score is not None:
+                    data["rating"] = score["value"]
+                    a["metric"] = score["metric"]
+                data["label"] = state
+                if expl is not None:
+                    data["comment"] = expl
+                data["source"] = "human"
+                a["evaluator"] = evaluator  # the feedback type has no evaluator field (AEP-10)
+                data["aef"] = a
+                eid, etype = f"{prefix}{rid}-f{k}", T_FEEDBACK
+            else:
+                data = {"gen_ai.evaluation.name": score["metric"] if score is not None else line["path"]}
+                if score is not None:
+                    data["gen_ai.evaluation.score.value"] = score["value"]
+                data["gen_ai.evaluation.score.label"] = state
+                if expl is not None:
+                    data["gen_ai.evaluation.explanation"] = expl
+                data["evaluator"] = evaluator
+                data["aef"] = a
+                eid, etype = f"{prefix}{rid}-e{k}", T_EVAL
+            if first_id is None:
+                first_id = eid
+            if plain and cause is None and tp is None:  # the common envelope, as one literal (AEP-3)
+                ev = {"aep": AEP_VERSION, "id": eid, "type": etype, "time": time, "source": source, "agent": agent,
+                      "session": session, "run": case, "seq": ctx.seq, "epoch": 0, "severity": sev,
+                      "capture": capture, "data": data}
+                ctx.seq += 1
+            else:
+                ev = ctx.envelope(eid, etype, time, case, cause, tp, sev, data)
+            yield redact(ev, "redacted") if redact is not None else ev
+        guard = _guardrail(line, aef, expl) if ("attack" in line or "ext" in line) else None
+        if guard is not None:
+            ev = ctx.envelope(f"{prefix}{rid}-g", T_GUARD, time, case, cause, tp, sev, guard)
+            yield redact(ev, "redacted") if redact is not None else ev
+        if rid in targets:
+            seen_targets[rid] = (case, line["path"], line.get("trial"), first_id)
+
+
+def _decision_events(ctx: _Export, decisions: list[dict], seen_targets: dict[str, tuple[str, str, Any, str]],
+                     redact) -> Iterator[dict]:
+    """AEP-12: the feedback events of the overlay decisions, after every result line's."""
+    text = ctx.text
+    prefix = ctx.prefix
+    for ov in decisions:  # AEP-12, file order ([OVL-6])
+        kind = ov["kind"]
+        target = ov["target"]
+        a = {"decision": kind, "overlayEvent": ov["eventId"]}
+        run = cause = None
+        if "result" in target:
+            case, path, trial, first_id = seen_targets.get(target["result"], (None, None, None, None))
+            run, cause = case, first_id
+            if path is not None:
+                a["path"] = path
+            if trial is not None:
+                a["trial"] = trial
+        if "requirement" in target:
+            a["requirement"] = target["requirement"]
+        if "expires" in ov:
+            a["expires"] = ov["expires"]
+        data = {}
+        if kind in ("approve", "reject"):
+            data["rating"] = 1 if kind == "approve" else -1
+        data["label"] = ov["state"] if kind in ("override", "adjudicate") else kind
+        if text and isinstance(ov.get("reason"), str):
+            data["comment"] = ov["reason"]
+        data["source"] = "human"
+        data["aef"] = a
+        ev = ctx.envelope(f"{prefix}{ov['eventId']}", T_FEEDBACK, ov["at"], run, cause, None,
+                          OVERLAY_SEVERITY[kind], data)
+        yield redact(ev, "redacted") if redact is not None else ev
+
+
+def _guardrail(line: Mapping[str, Any], aef: Mapping[str, Any], expl: str | None) -> dict | None:
+    """AEP-11: the guardrail payload of a line with ``attack`` or imported from a guardrail event, else None."""
+    attack = line.get("attack")
+    ext = line.get("ext")
+    imported = ext.get(EXT_KEY, {}).get("guardrail") if isinstance(ext, dict) and isinstance(
+        ext.get(EXT_KEY), dict) else None
+    if not isinstance(attack, dict) and not isinstance(imported, dict):
+        return None
+    a: dict[str, Any] = {"path": aef["path"]}
+    for k in ("trial", "trials"):
+        if k in aef:
+            a[k] = aef[k]
+    if isinstance(attack, dict):
+        g: dict[str, Any] = {"stage": "input"}
+        success = attack.get("success")
+        if success is True:
+            g["verdict"] = "allowed"
+        elif success is False:
+            g["verdict"] = "blocked"
+        cats = [{"name": attack["technique"]}]
+        cats += [{"name": f"{t['scheme']}:{t['id']}"} for t in attack.get("taxonomy") or ()]
+        g["categories"] = cats
+        det = {"name": line["evaluator"]["id"]}
+        if "version" in line["evaluator"]:
+            det["version"] = line["evaluator"]["version"]
+        g["detector"] = det
+        a["attack"] = attack
+    else:
+        g = {k: v for k, v in imported.items() if k != "explanation"}
+        a["guardrail"] = True
+    if expl is not None:
+        g["explanation"] = expl
+    return {"guardrail": g, "aef": a}
+
+
+def to_aep(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], **options: Any) -> Path:
+    """AEP-18: the run's events as JSONL at ``out_path``, written atomically (nothing on a refusal)."""
+    out = Path(out_path)
+    check_file_destination(out, (run_dir,))
+    return _write_jsonl(run_dir, out, options, _encode)
+
+
+def _write_jsonl(run_dir: str | os.PathLike[str], out: Path, options: Mapping[str, Any], encode) -> Path:
+    """The export's lines (``encode`` of each batch of events) written atomically at ``out``, the workers' ranges
+    in part files beside it."""
+    import secrets
+
+    parts = out.parent / f".{out.name}.part-{secrets.token_hex(4)}"
+    atomic_lines(out, _aep_bytes(*_prepare(run_dir, **_export_options(options)), parts=parts, encode=encode))
+    return out
+
+
+# -- the JSONL bytes of an export: in this process, or in worker processes over ranges of results.ndjson ----------
+
+_PARALLEL_FROM = 16 * 1024 * 1024  # bytes of results.ndjson from which worker processes build the events
+_RANGE = 4 * 1024 * 1024  # bytes of whole lines a worker takes at a time
+_BATCH = 1024  # events encoded at a time
+
+
+def _encode(batch: list[dict]) -> bytes:
+    """``jsonio.dump_line`` of each event, joined (one encoder call per batch; the same bytes)."""
+    blob = _LINES_ENCODER.encode_lines(batch)
+    if b"null" in blob:  # a null or a non-finite number (ENC-3): event by event, as dump_line does it
+        return b"".join([jsonio.dump_line(ev) for ev in batch])
+    return blob
+
+
+def _line_encoder():
+    return msgspec.json.Encoder(enc_hook=jsonio._enc_hook)
+
+
+_LINES_ENCODER = _line_encoder()
+
+
+def _aep_bytes(ctx: _Export, decisions: list[dict], targets: set[str], redact,
+               parts: Path | None = None, encode=_encode) -> Iterator[bytes | Path]:
+    """The export as JSONL, in pieces of many lines: :func:`_stream` encoded, the same bytes either way. With
+    ``parts`` (a path prefix beside the destination), worker processes write their ranges to part files
+    ``<parts>-N`` and those are yielded (the caller appends and removes them) instead of the bytes. ``encode``
+    turns a batch of events into their lines (default :func:`_encode`: the AEP events themselves; the CloudEvents
+    export gives its own, AEP-18)."""
+    path = ctx.root / "results.ndjson"
+    size = path.stat().st_size
+    workers = _workers_for(size)
+    seen_targets: dict[str, tuple[str, str, Any, str]] = {}
+    if workers:
+        yield from _parallel_bytes(ctx, path, size, workers, targets, seen_targets, redact, parts, encode)
+    else:
+        batch: list[dict] = []
+        for ev in _result_events(ctx, _verified_lines(path), targets, seen_targets, redact):
+            batch.append(ev)
+            if len(batch) >= _BATCH:
+                yield encode(batch)
+                batch = []
+        if batch:
+            yield encode(batch)
+    tail = list(_decision_events(ctx, decisions, seen_targets, redact))
+    if tail:
+        yield encode(tail)
+
+
+def _workers_for(size: int) -> int:
+    """How many worker processes build the events: none for a small results.ndjson, else one per core;
+    ``AEFGATE_WORKERS`` overrides (0: in this process), as for the verification."""
+    import multiprocessing
+
+    env = os.environ.get("AEFGATE_WORKERS")
+    if env is not None:
+        return max(0, int(env))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if size < _PARALLEL_FROM or cpus < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    return cpus
+
+
+def _ranges(path: Path, size: int) -> list[tuple[int, int]]:
+    """results.ndjson cut into ranges of whole lines of about ``_RANGE`` bytes (the verifier's cut)."""
+    from aefgate.formats.aef.verifier import _ranges as cut
+
+    with open(path, "rb") as f:
+        return cut(f, size, _RANGE)
+
+
+class _Changed(Exception):
+    """A line of a range no longer decodes (its line number in the range)."""
+
+
+_WORK: tuple | None = None  # (ctx, targets, redact, encode) for the forked workers
+
+
+def _range_lines(data: bytes) -> Iterator[dict]:
+    """The lines of a range, as :func:`_verified_lines` reads them; :class:`_Changed` for one that does not."""
+    decode = msgspec.json.Decoder().decode
+    parts = data.split(b"\n")
+    carry = parts.pop()
+    lineno = 0
+    for raw in parts:
+        lineno += 1
+        try:
+            line = decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            line = None
+        if type(line) is not dict:
+            raise _Changed(lineno)
+        yield line
+    if carry:
+        raise _Changed(lineno + 1)
+
+
+def _guard_count(line: Mapping[str, Any]) -> int:
+    """1 when :func:`_guardrail` gives the line a guardrail event, else 0."""
+    if isinstance(line.get("attack"), dict):
+        return 1
+    ext = line.get("ext")
+    ours = ext.get(EXT_KEY) if isinstance(ext, dict) else None
+    return 1 if isinstance(ours, dict) and isinstance(ours.get("guardrail"), dict) else 0
+
+
+def _count_range(path: Path, item: tuple[int, int]) -> tuple[int, int]:
+    """A worker: ``(lines, events)`` of one range, as :func:`_result_events` gives them (a score each, or one for a
+    line without scores; one more for a guardrail), read with a decoder that skips every other member. A line that
+    no longer decodes counts nothing here: the range's export refuses it."""
+    offset, length = item
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(length)
+    lines = data.count(b"\n")
+    try:  # the usual range: one decoder call, every line plain
+        counted = _count_decoder().decode_lines(data)
+    except (msgspec.DecodeError, RecursionError):
+        counted = None
+    if counted is not None and len(counted) == lines and not any(c.attack or c.ext for c in counted):
+        return lines, sum([len(c.scores) if c.scores else 1 for c in counted])
+    decode = _count_decoder().decode
+    full = msgspec.json.Decoder().decode
+    parts = data.split(b"\n")
+    parts.pop()
+    events = 0
+    for raw in parts:
+        try:
+            c = decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            c = None
+        if c is not None and not c.attack and not c.ext:
+            events += len(c.scores) if c.scores else 1
+            continue
+        try:  # an unusual line: read in full, counted as the stream counts it
+            line = full(raw)
+        except (msgspec.DecodeError, RecursionError):
+            continue
+        if type(line) is dict:
+            events += (len(line.get("scores") or ()) or 1) + _guard_count(line)
+    return len(parts), events
+
+
+class _CountItem(msgspec.Struct):
+    pass
+
+
+class _Counted(msgspec.Struct, gc=False):
+    """The members of a result line that say how many events it gives."""
+
+    scores: list[_CountItem] | None = None
+    attack: msgspec.Raw = msgspec.Raw(b"")  # empty: absent
+    ext: msgspec.Raw = msgspec.Raw(b"")
+
+
+_COUNT_DECODER = None
+
+
+def _count_decoder():
+    global _COUNT_DECODER
+    if _COUNT_DECODER is None:
+        _COUNT_DECODER = msgspec.json.Decoder(_Counted)
+    return _COUNT_DECODER
+
+
+def _export_range(path: Path, item: tuple[tuple[int, int], int, int, int, Path | None]) -> tuple:
+    """A worker: the events of one range of whole lines (``(offset, length)``, the number of the line before it,
+    its first seq, its event count, its part file or None), numbered and encoded: ``("ok", bytes or the part file
+    holding them, seen targets)``, ``("changed", file line)`` or ``("refusal", rule, message, where, exit code)``.
+    """
+    ctx, targets, redact, encode = _WORK
+    (offset, length), lineno, seq, events, part = item
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(length)
+    ctx.seq = seq
+    seen: dict[str, tuple[str, str, Any, str]] = {}
+    batch: list[dict] = []
+    blobs: list[bytes] = []
+    changed = None
+    try:
+        try:
+            for ev in _result_events(ctx, _range_lines(data), targets, seen, redact):
+                batch.append(ev)
+                if len(batch) >= _BATCH:
+                    blobs.append(encode(batch))
+                    batch = []
+        except _Changed as e:
+            changed = e.args[0]
+        if batch:
+            blobs.append(encode(batch))  # the events before a changed line come first, as in one process
+    except Refusal as e:
+        return "refusal", e.rule, e.message, e.where, e.exit_code
+    if changed is not None:
+        return "changed", lineno + changed
+    if ctx.seq - seq != events:  # pragma: no cover - _count_range and _result_events disagree
+        raise RuntimeError(f"range at {offset}: {ctx.seq - seq} events, counted {events}")
+    if part is None:
+        return "ok", b"".join(blobs), seen
+    with open(part, "xb", buffering=0) as f:
+        for blob in blobs:
+            f.write(blob)
+    return "ok", part, seen
+
+
+def _parallel_bytes(ctx: _Export, path: Path, size: int, workers: int, targets: set[str],
+                    seen_targets: dict, redact, parts: Path | None, encode) -> Iterator[bytes | Path]:
+    """The result events in worker processes (forked before any thread starts): a first pass counts each range's
+    lines and events (so each range knows its first line number and seq), the second builds and encodes the
+    ranges, a bounded number in flight (each in a part file when ``parts`` is given: this process then only copies
+    files, in the kernel); their bytes come in file order."""
+    import multiprocessing
+
+    from aefgate.formats.aef.verifier import _parallel
+
+    global _WORK
+    ranges = _ranges(path, size)
+    bar = progress_start("export results.ndjson", size, "bytes")
+    _WORK = (ctx, targets, redact, encode)
+    try:
+        pool = multiprocessing.get_context("fork").Pool(workers)
+    finally:
+        _WORK = None
+    try:
+        counts = pool.map(functools.partial(_count_range, path), ranges, chunksize=1)
+        items = []
+        lineno, seq = 0, ctx.seq
+        for r, (lines, events) in zip(ranges, counts):
+            part = None if parts is None else parts.with_name(f"{parts.name}-{len(items):06d}")
+            items.append((r, lineno, seq, events, part))
+            lineno += lines
+            seq += events
+        results = _parallel(pool, items, workers, _export_range, path)
+        try:
+            for (start, end), res in zip(ranges, results):
+                bar.advance(end - start)
+                if res[0] == "changed":
+                    raise Refusal("AEP-1", "the run changed after it was verified", f"results.ndjson:{res[1]}",
+                                  exit_code=EXIT_INTEGRITY)
+                if res[0] == "refusal":
+                    raise Refusal(res[1], res[2], res[3], exit_code=res[4])
+                yield res[1]
+                seen_targets.update(res[2])
+        finally:
+            results.close()
+    finally:
+        bar.close()
+        pool.terminate()
+        pool.join()
+        if parts is not None:  # the part files of ranges never handed on (a refusal, an error)
+            prefix = f"{parts.name}-"
+            for name in os.listdir(parts.parent):
+                if name.startswith(prefix):
+                    (parts.parent / name).unlink(missing_ok=True)
+    ctx.seq = seq
+
+
+def to_cloudevents(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], mode: str = "structured",
+                   **options: Any) -> Path:
+    """AEP-18: the run's events as CloudEvents (AEP-0005), one per line, written atomically: ``structured`` (the
+    JSON event format) or ``binary`` (the HTTP binary-mode message, ``{"headers", "body"}``, as the bridge's
+    event-file converter writes it: docs/design/cloudevents-bridge.md)."""
+    from aefgate.formats.cloudevents.files import check_mode, line_value
+
+    if mode is None:
+        mode = "structured"
+    check_mode(mode)
+    out = Path(out_path)
+    check_file_destination(out, (run_dir,))
+    where = f"{run_dir}"
+
+    def encode(batch: list[dict]) -> bytes:  # the CloudEvents lines of a batch (in the export's workers too)
+        return _encode([line_value(ev, where, mode) for ev in batch])
+
+    return _write_jsonl(run_dir, out, options, encode)
+
+
+def _export_options(options: Mapping[str, Any]) -> dict:
+    allowed = ("max_capture", "agent", "source_host", "cause_map", "policy")
+    unknown = sorted(k for k in options if k not in allowed)
+    if unknown:
+        raise Refusal("CONV-3", f"the AEP export takes no option {', '.join(unknown)}", "--opt")
+    out = {k: v for k, v in options.items() if v is not None}
+    return out
+
+

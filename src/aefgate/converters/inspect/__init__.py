@@ -1,0 +1,97 @@
+"""Inspect AI <-> AEF: the converter of ``../shared/spec/aef/interop/inspect.md`` (the normative mapping).
+
+The converter shape every format follows (docs/design/converters.md):
+
+- :mod:`.importer`: Inspect -> AEF (:func:`~.importer.from_inspect`, :func:`~.importer.import_log`);
+- :mod:`.exporter`: AEF -> Inspect (:func:`~.exporter.to_inspect`, :func:`~.exporter.export_run`);
+- :mod:`.losses`: what each direction does not carry, as data (the page's lists, and aefgate's additions);
+- this module: ``CONVERTERS``, the two directions as the registry sees them (entry point ``inspect``), with what
+  the round-trip harness needs (:func:`back_options`, :func:`records`). It imports the directions only when a
+  conversion runs, so listing the formats stays fast.
+
+The choices the page leaves open, and what aefgate found inconsistent in it, are in ``docs/mappings/inspect.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+from aefgate.converters.inspect.losses import LOSSES_FROM_INSPECT, LOSSES_TO_INSPECT
+from aefgate.converters.registry import Converter, Option
+
+__all__ = ["CONVERTERS", "LOSSES_FROM_INSPECT", "LOSSES_TO_INSPECT", "back_options", "records"]
+
+
+def _run_import(src: Any, dst: Any, *, target_mode: str = "live", content_capture: str = "on", at: str | None = None,
+                key: str | None = None, **_: Any) -> None:
+    from aefgate.converters.inspect.importer import from_inspect
+
+    from_inspect(src, dst, target_mode=target_mode or "live", content_capture=content_capture or "on", at=at,
+                 key=key)
+
+
+def _run_export(src: Any, dst: Any, *, ignore_overlays: bool = False, output_from_evidence: bool = False,
+                **_: Any) -> None:
+    from aefgate.converters.inspect.exporter import to_inspect
+
+    # the route's destination has no suffix of its choosing when it is a staging name: .eval unless it says .json
+    fmt = "json" if str(dst).lower().endswith(".json") else "eval"
+    to_inspect(src, dst, ignore_overlays=bool(ignore_overlays), fmt=fmt,
+               output_from_evidence=bool(output_from_evidence))
+
+
+def back_options(run_dir: Path) -> dict[str, Any]:
+    """The import options that bring an export of ``run_dir`` back as that run: its target mode, its content
+    capture, and its seal's time (the run's end when it has no seal)."""
+    from aefgate.formats.aef import jsonio
+
+    run = jsonio.read_json(Path(run_dir) / "run.json")
+    at = run.get("endedAt")
+    try:
+        at = jsonio.read_json(Path(run_dir) / "seal.json", max_size=jsonio.MAX_SEAL)["predicate"]["sealedAt"]
+    except (OSError, KeyError, TypeError, jsonio.JsonProblem):
+        pass
+    return {"target_mode": (run.get("execution") or {}).get("targetMode", "live"),
+            "content_capture": "off" if run.get("contentCapture") == "off" else "on", "at": at}
+
+
+def records(path: Path) -> Iterator[tuple[str, str, Any]]:
+    """An Inspect log as the source cycle compares it: its header, then each sample keyed by id and epoch."""
+    from aefgate.formats.inspect import open_log
+
+    log = open_log(Path(path))
+    yield "header", "", log.header
+    for sample in log.samples():
+        yield "samples", f"{sample.get('id')!r} epoch {sample.get('epoch')}", sample
+
+
+CONVERTERS = [
+    Converter(
+        "inspect-to-aef", "inspect", "aef", _run_import,
+        options=[
+            Option("target_mode", "execution.targetMode: live, replayed, scripted or mocked (the converter's "
+                                  "claim, listed in imported.asserted)", str, "live"),
+            Option("content_capture", "on keeps the case content, explanations and answers; off none (RUN-11)",
+                   str, "on"),
+            Option("at", "the seal's sealedAt, RFC 3339 UTC (default: now)", str, None),
+            Option("key", "a private key (PKCS#8 PEM) that signs the seal", str, None),
+        ],
+        losses=LOSSES_FROM_INSPECT,
+        description="Inspect AI eval logs (.eval, .json) into AEF runs, sealed as ingest (interop/inspect.md)",
+        back_options=back_options,
+        records=records,
+    ),
+    Converter(
+        "aef-to-inspect", "aef", "inspect", _run_export,
+        options=[
+            Option("ignore_overlays", "convert a run with overlay events without them (IN-4)", bool, False),
+            Option("output_from_evidence", "rebuild a sample's output from its captured output evidence instead of "
+                                           "refusing the run (IN-5; aefgate's extension)", bool, False),
+        ],
+        losses=LOSSES_TO_INSPECT,
+        description="AEF runs into Inspect AI eval logs (.json, or .eval) (interop/inspect.md)",
+        round_trip_options={"output_from_evidence": True},
+        suffix=".json",
+    ),
+]

@@ -1,0 +1,177 @@
+"""What both directions of the Inspect converter share: the page's constants, ref names ([ENC-13]), times and small
+value checks (interop/inspect.md)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from aefgate.errors import Refusal
+from aefgate.formats.aef import jsonio
+
+#: the version of inspect_ai the page was written against
+PAGE_VERSION = "0.3.277"
+LETTERS: dict[str, tuple[float | int, str]] = {
+    "C": (1, "passed"), "I": (0, "failed"), "P": (0.5, "warn"), "N": (0, "failed"),
+}
+MODEL_BLAME = frozenset({"refusal", "no_response", "invalid_response_format"})  # the line is failed
+INSTRUMENT_BLAME = frozenset({"grader_failed", "scoring_failed"})  # NaN: the line is error
+NO_VALUE = "Inspect recorded no value (NaN) and no reason"
+NO_MESSAGE = "Inspect recorded an error without a message"
+MAX_REASON = 4096  # result `reason` (schema) and R7I-12's cut
+MAX_ABORT = 2048  # run.json `abortReason` (schema)
+MAX_DEPTH = jsonio.MAX_DEPTH  # [ENC-17]
+SAFE_INT = 2**53 - 1
+TYPED_ABSENCES = frozenset({"not_measured", "not_applicable", "skipped", "error", "pending"})
+CONTENT_FIELDS = ("input", "target", "output", "messages")
+CONTENT_KIND = {"input": "input", "target": "expected", "output": "output", "messages": "transcript"}
+TOKENS = (  # Inspect ModelUsage member -> AEF usage member (RES-10)
+    ("input_tokens", "gen_ai.usage.input_tokens"),
+    ("output_tokens", "gen_ai.usage.output_tokens"),
+    ("input_tokens_cache_read", "gen_ai.usage.cache_read.input_tokens"),
+    ("input_tokens_cache_write", "gen_ai.usage.cache_write.input_tokens"),
+    ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
+)
+AEF_ROLES = ("agent", "judge", "attacker")
+_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
+_VERSION = re.compile(r"[!-~]{1,128}\Z")
+_METHOD = re.compile(r"[a-z][a-z0-9@._-]{0,63}\Z")
+_TEXT_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_RFC3339 = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"(Z|z|[+-][0-9]{2}:[0-9]{2})?\Z"
+)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_REDUCERS_IMPORT = {
+    "majority": "MajorityVote", "mode": "MajorityVote", "mean": "Mean", "median": "Median", "max": "Max",
+}
+_REDUCERS_EXPORT = {"MajorityVote": "majority", "Mean": "mean", "Median": "median", "Max": "max"}
+MEAN_METRICS = ("accuracy", "mean")
+_KIND_BYTE = {kind: bytes([i]) for i, kind in enumerate(("input", "expected", "output", "transcript"))}
+RECOMPUTED = {"accuracy": None, "mean": None, "median": "median", "min": "min", "max": "max"}
+
+
+
+
+def encode_name(name: str) -> str:
+    """A ref's name as [ENC-13] encodes it (the inverse of :func:`decode_name`): each byte of its UTF-8 that is not
+    printable ASCII, and ``%``, as ``%XX``; the empty name as ``-``, and the name ``-`` as ``%2D``."""
+    if name == "":
+        return "-"
+    if name == "-":
+        return "%2D"
+    out = []
+    for b in name.encode("utf-8", "surrogatepass"):
+        if 0x21 <= b <= 0x7E and b != 0x25:
+            out.append(chr(b))
+        else:
+            out.append(f"%{b:02X}")
+    return "".join(out)
+
+
+_PCT = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def decode_name(name: str) -> str:
+    """A ref's name decoded as [ENC-13] encodes it (R7I-8): each ``%XX`` the byte XX, read as UTF-8; ``-`` the empty
+    name; a name that does not decode (a stray ``%``, bytes that are not UTF-8) is kept as written."""
+    if name == "-":
+        return ""
+    if "%" not in name:
+        return name
+    raw = bytearray()
+    i = 0
+    while i < len(name):
+        ch = name[i]
+        if ch == "%":
+            m = _PCT.match(name, i)
+            if m is None:
+                return name
+            raw.append(int(m.group(1), 16))
+            i += 3
+        else:
+            raw.extend(ch.encode("utf-8"))
+            i += 1
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return name
+
+
+def _utc(text: Any, rule: str, where: str) -> str:
+    """An Inspect time (RFC 3339 with an offset) as an [ENC-8] UTC time: the same instant, its fraction digits kept
+    exactly (trailing zeros dropped). A time without an offset, or one that does not exist, is refused (IN-6)."""
+    import datetime as dt
+
+    if not isinstance(text, str):
+        raise Refusal(rule, f"a time is a string, not {_kind(text)}", where)
+    m = _RFC3339.match(text)
+    if m is None:
+        raise Refusal(rule, f"{text!r} is not an RFC 3339 time", where)
+    y, mo, d, h, mi, s, frac, off = m.groups()
+    if off is None:
+        raise Refusal(rule, f"{text!r} has no offset: the instant it names is unknown", where)
+    frac = (frac or "").rstrip("0")
+    if len(frac) > 9:
+        raise Refusal(rule, f"{text!r} has more than nine fraction digits (ENC-8)", where)
+    try:
+        t = dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(s))
+    except ValueError:
+        raise Refusal(rule, f"{text!r} is not a time that exists", where) from None
+    if off not in ("Z", "z"):
+        sign = 1 if off[0] == "+" else -1
+        oh, om = int(off[1:3]), int(off[4:6])
+        if oh > 23 or om > 59:
+            raise Refusal(rule, f"{text!r} has no valid offset", where)
+        t = t - sign * dt.timedelta(hours=oh, minutes=om)
+    if not 1 <= t.year <= 9999:
+        raise Refusal(rule, f"{text!r} is outside the years 0001-9999", where)
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + ("." + frac if frac else "") + "Z"
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, dict):
+        return "an object"
+    return type(v).__name__
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_nan(v: Any) -> bool:
+    return isinstance(v, float) and v != v
+
+
+def _int_value(v: Any, rule: str, where: str, *, minimum: int = 0) -> int:
+    """An integer field read by its value: ``7`` and ``7.0`` are 7 (settled 10-10); a fraction, a boolean, a value
+    outside ``minimum``..2^53-1, or another type is refused."""
+    if _is_num(v) and (isinstance(v, int) or (math.isfinite(v) and v == int(v))):
+        i = int(v)
+        if minimum <= i <= SAFE_INT:
+            return i
+        shown = str(i) if len(str(i)) <= 24 else f"{str(i)[:12]}... ({len(str(abs(i)))} digits)"
+        raise Refusal(rule, f"{shown} is outside {minimum}..2^53-1", where)
+    raise Refusal(rule, f"an integer is expected, not {_kind(v)} ({v!r})", where)
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n]
+
+
+def _close(a: float, b: float) -> bool:
+    """§3.6's tolerance: 1e-9 x max(1, |recomputed|), ``b`` recomputed."""
+    return abs(a - b) <= 1e-9 * max(1.0, abs(b))
+
+

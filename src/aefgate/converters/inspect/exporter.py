@@ -1,0 +1,450 @@
+"""AEF -> Inspect (interop/inspect.md, "AEF -> Inspect", rules IN-1 to IN-5, IN-11 to IN-13).
+
+:func:`to_inspect` verifies the run (:func:`~aefgate.formats.aef.verifier.verify_run`; a run that does not verify is
+refused, IN-11, exit 1), maps it (:func:`export_run`, pure: a header and a list of samples) and writes it with
+:func:`aefgate.formats.inspect.write_log` (``.json`` or ``.eval`` by the output's suffix).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+
+from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.formats.aef import jsonio
+from aefgate.formats.aef.times import parse_time
+from aefgate.converters.inspect.common import (TOKENS, _REDUCERS_EXPORT, decode_name)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# AEF -> Inspect
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _inspect_usage(members: Mapping[str, Any]) -> dict[str, Any]:
+    """AEF usage members as a ModelUsage: ``total_tokens`` is input + output, written when either is present; a
+    missing count is left out, never 0 (R7I-4)."""
+    out: dict[str, Any] = {}
+    for src, dst in TOKENS:
+        if dst in members:
+            out[src] = members[dst]
+    if "input_tokens" in out or "output_tokens" in out:
+        out["total_tokens"] = out.get("input_tokens", 0) + out.get("output_tokens", 0)
+    if "costUsd" in members:
+        out["total_cost"] = members["costUsd"]
+    return out
+
+
+def _sum_into(table: dict[str, dict[str, Any]], key: str, entry: Mapping[str, Any]) -> None:
+    acc = table.setdefault(key, {})
+    for _, dst in TOKENS:
+        if dst in entry:
+            acc[dst] = acc.get(dst, 0) + entry[dst]
+    if "costUsd" in entry:
+        acc["costUsd"] = acc["costUsd"] + entry["costUsd"] if "costUsd" in acc else entry["costUsd"]
+
+
+def _reducer_name(trials: Mapping[str, Any], policy: Mapping[str, Any], where: str) -> str:
+    agg = trials.get("aggregation")
+    if agg in _REDUCERS_EXPORT:
+        return _REDUCERS_EXPORT[agg]
+    if agg == "PassAtK":
+        k = trials.get("k", policy.get("k"))
+        if not isinstance(k, int):
+            raise Refusal("IN-1", "a PassAtK rollup without k has no Inspect reducer", where)
+        return f"pass_at_{k}"
+    if agg == "AnyPass":
+        return "at_least_1"
+    if agg == "AllPass":
+        return f"at_least_{trials['n']}"
+    if agg == "AtLeast":
+        rp = policy.get("requirePasses")
+        if not isinstance(rp, int):
+            raise Refusal("IN-1", "an AtLeast rollup without the run's requirePasses has no Inspect reducer", where)
+        return f"at_least_{rp}"
+    raise Refusal("IN-1", f"the aggregation {agg!r} has no Inspect reducer", where)
+
+
+def _config_reducer(policy: Mapping[str, Any]) -> str | None:
+    agg = policy.get("aggregation")
+    if agg is None:
+        return None
+    if agg in _REDUCERS_EXPORT:
+        return _REDUCERS_EXPORT[agg]
+    if agg == "PassAtK":
+        k = policy.get("k")
+        return f"pass_at_{k}" if isinstance(k, int) else None
+    if agg == "AnyPass":
+        return "at_least_1"
+    if agg == "AllPass":
+        return f"at_least_{policy.get('trialsPerCase')}"  # R7I-7: n, the policy's trialsPerCase
+    if agg == "AtLeast":
+        rp = policy.get("requirePasses")
+        return f"at_least_{rp}" if isinstance(rp, int) else None
+    return None
+
+
+class _Blobs:
+    """The run's blobs, read as text (IN-12): not UTF-8 refuses the export; a withheld blob is None."""
+
+    def __init__(self, run_dir: Path, withheld: frozenset[str]):
+        self.run_dir = run_dir
+        self.withheld = withheld
+
+    def text(self, digest: str, where: str) -> str | None:
+        hexd = digest[7:] if digest.startswith("sha256:") else digest
+        rel = f"blobs/sha256/{hexd[:2]}/{hexd}"
+        p = self.run_dir / rel
+        if not p.is_file():
+            if rel in self.withheld:
+                return None  # R7I-9: left out, with nothing in its place
+            raise Refusal("IN-11", f"the blob {rel} is not in the run", where, exit_code=EXIT_INTEGRITY)
+        data = p.read_bytes()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Refusal("IN-12", f"the blob {digest} is not UTF-8: Inspect holds text", where) from None
+
+
+def _score_of(line: Mapping[str, Any], blobs: _Blobs, content_on: bool, where: str) -> dict[str, Any]:
+    """A result line as an Inspect Score (R7I-2, IN-2, IN-13)."""
+    scores = line.get("scores") or []
+    score: dict[str, Any] = {}
+    if len(scores) == 1:
+        s = scores[0]
+        score["value"] = s["label"] if "label" in s else s["value"]
+    elif len(scores) > 1:
+        score["value"] = {s["metric"]: (s["label"] if "label" in s else s["value"]) for s in scores}
+    else:
+        score["value"] = math.nan
+        score["reason"] = line["state"]
+    if content_on:
+        if line.get("reason"):
+            score["explanation"] = line["reason"]
+        elif isinstance(line.get("reasoning"), dict):
+            text = blobs.text(line["reasoning"]["blob"], where)
+            if text is not None:
+                score["explanation"] = text
+    aef: dict[str, Any] = {"resultId": line["resultId"], "state": line["state"], "evaluator": line["evaluator"]}
+    for k in ("parentResultId", "severity", "verdictRule", "annotator", "aggregation", "component"):
+        if line.get(k) is not None:
+            aef[k] = line[k]
+    score["metadata"] = {"aef": aef}
+    return score
+
+
+def _check_overlays(run_dir: Path) -> bool:
+    p = run_dir / "overlays" / "events.ndjson"
+    try:
+        return p.is_file() and p.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def export_run(
+    run_dir: str | os.PathLike[str], *, ignore_overlays: bool = False, withheld_ok: Iterable[str] = (),
+    output_from_evidence: bool = False,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """AEF -> Inspect, pure: the EvalLog header (with ``reductions``) and the samples of a run, NaN as float NaN.
+
+    A sample whose lines cite output or transcript evidence is refused (IN-5) unless ``output_from_evidence``:
+    then its output (and messages) are rebuilt from that evidence, aefgate's extension
+    (docs/mappings/inspect.md, "Output from evidence").
+
+    The run must verify (IN-11: intact or unsealed, with no problem but an authorized withhold; ``withheld_ok``
+    are the blob paths an authorized redaction withholds). Refusals name the page's rule (IN-1 to IN-5, IN-11,
+    IN-12); a run that does not verify is refused with exit code 1."""
+    from aefgate.formats.aef.verifier import verify_run
+
+    root = Path(run_dir)
+    if not (root / "run.json").is_file():
+        raise Refusal("CLI-1", "not a run folder (no run.json)", str(root))
+    withheld = frozenset(withheld_ok)
+    v = verify_run(root, withheld_ok=withheld)
+    bad = [p for p in v.problems if p[1] != "withheld"]
+    if v.outcome == "invalid" or bad:
+        where, code = bad[0] if bad else ("", "")
+        raise Refusal("IN-11", f"the run does not verify ({v.outcome}: {code} at {where}); only a run that verifies "
+                               "is converted", where or str(root), exit_code=EXIT_INTEGRITY)
+    if _check_overlays(root) and not ignore_overlays:
+        raise Refusal("IN-4", "the run has overlay events, whose Score.history and log_updates shape the page does "
+                              "not give; --ignore-overlays converts the sealed lines without them",
+                      "overlays/events.ndjson")
+    run = jsonio.read_json(root / "run.json")
+    blobs = _Blobs(root, withheld)
+    content_on = run.get("contentCapture") != "off"
+
+    # the eval header (IN-1, R7I-7, R7I-8)
+    suite = run.get("suite")
+    if not isinstance(suite, dict) or not str(suite.get("ref", "")).startswith("suite:"):
+        raise Refusal("IN-1", "eval.task is required: the run has no suite, or its ref is not suite:<task>",
+                      "run.json/suite")
+    task = decode_name(suite["ref"][len("suite:"):])
+    judges = run.get("judges") or []
+    if len(judges) > 1:
+        raise Refusal("IN-1", f"{len(judges)} judges: a role of eval.model_roles holds one model", "run.json/judges")
+    subject = run["subject"]
+    kind, _, name = subject["ref"].partition(":")
+    model = decode_name(name) if kind == "model" else f"{kind}:{decode_name(name)}"
+    policy = suite.get("executionPolicy") or {}
+
+    ev: dict[str, Any] = {"eval_id": run["runId"], "run_id": run["runId"], "created": run["startedAt"],
+                          "task": task, "task_version": suite.get("version", 0)}
+    config: dict[str, Any] = {}
+    if "trialsPerCase" in policy:
+        config["epochs"] = policy["trialsPerCase"]
+    reducer = _config_reducer(policy)
+    if reducer is not None:
+        config["epochs_reducer"] = [reducer]
+    meta: dict[str, Any] = {}
+    if suite.get("digest") is not None:
+        meta["suite"] = {"digest": suite["digest"]}
+    if any("rubricDigest" in j or "calibration" in j for j in judges):
+        meta["judges"] = [{k: j[k] for k in ("model", "rubricDigest", "calibration") if k in j} for j in judges]
+    for k in ("execution", "contentCapture", "deployment", "imported"):
+        if run.get(k) is not None:
+            meta[k] = run[k]
+    producer = run.get("producer") or {}
+    packages = {producer["name"]: producer.get("version", "")} if producer.get("name") else {}
+
+    # result lines, grouped into samples (caseId, trial) and reductions (rollups)
+    evidence = _evidence_records(root)
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    reductions: dict[tuple[str, str], dict[str, Any]] = {}
+    case_ids: dict[str, None] = {}
+    results_path = root / "results.ndjson"
+    for lineno, line in jsonio.iter_ndjson(results_path):
+        where = f"results.ndjson:{lineno}"
+        case_ids.setdefault(line["caseId"], None)
+        if "trials" in line:
+            red_name = _reducer_name(line["trials"], policy, where)
+            red = reductions.setdefault((line["path"], red_name),
+                                        {"scorer": line["path"], "reducer": red_name, "samples": []})
+            s = _score_of(line, blobs, content_on, where)
+            s["sample_id"] = line["caseId"]
+            red["samples"].append(s)
+            continue
+        key = (line["caseId"], line.get("trial", 0))
+        groups.setdefault(key, []).append(line)
+
+    samples = [_sample(case, trial, lines, evidence, blobs, content_on, output_from_evidence, model)
+               for (case, trial), lines in groups.items()]
+    ev["dataset"] = {"samples": len(case_ids), "sample_ids": list(case_ids)}
+    ev["model"] = model
+    if judges:
+        ev["model_roles"] = {"judge": {"model": judges[0]["model"]}}
+    ev["config"] = config
+    ev["packages"] = packages
+    if meta:
+        ev["metadata"] = {"aef": meta}
+
+    status = {"completed": "success", "aborted": "error", "running": "started"}[run["status"]]
+    header: dict[str, Any] = {"version": 2, "status": status, "eval": ev}
+    summary_path = root / "summary.json"
+    if summary_path.is_file():
+        header["results"] = _results(jsonio.read_json(summary_path), jsonio.read_json(root / "metrics.json"),
+                                     len(samples))
+    stats: dict[str, Any] = {"started_at": run["startedAt"]}
+    if run.get("endedAt") is not None:
+        stats["completed_at"] = run["endedAt"]
+    if summary_path.is_file():
+        usage = jsonio.read_json(summary_path).get("usage") or []
+        by_role: dict[str, dict[str, Any]] = {}
+        by_model: dict[str, dict[str, Any]] = {}
+        for u in usage:
+            _sum_into(by_role, u["role"], u)
+            if u.get("model"):
+                _sum_into(by_model, u["model"], u)
+        if by_model:
+            stats["model_usage"] = {m: _inspect_usage(u) for m, u in by_model.items()}
+        if by_role:
+            stats["role_usage"] = {r: _inspect_usage(u) for r, u in by_role.items()}
+    header["stats"] = stats
+    if run["status"] == "aborted":
+        header["error"] = {"message": run.get("abortReason", ""), "traceback": "", "traceback_ansi": ""}
+    if reductions:
+        header["reductions"] = list(reductions.values())
+    return header, samples
+
+
+def _evidence_records(root: Path) -> dict[str, dict[str, Any]]:
+    """The evidence records of kinds the export reads (IN-5): input, expected, output, transcript."""
+    out: dict[str, dict[str, Any]] = {}
+    p = root / "evidence.ndjson"
+    if p.is_file():
+        for _, rec in jsonio.iter_ndjson(p):
+            if rec.get("kind") in ("input", "expected", "output", "transcript"):
+                out[rec["evidenceId"]] = rec
+    return out
+
+
+def _sample(case: str, trial: int, lines: list[dict[str, Any]], evidence: Mapping[str, Any], blobs: _Blobs,
+            content_on: bool, rebuild: bool = False, model: str = "") -> dict[str, Any]:
+    where = f"case {case!r}" + (f" trial {trial}" if trial else "")
+    # case content (IN-5, R7I-6): only the records the sample's lines cite
+    content: dict[str, str] = {}
+    for line in lines:
+        for eid in line.get("evidence") or ():
+            rec = evidence.get(eid)
+            if rec is None:
+                continue
+            kind = rec["kind"]
+            if kind in ("output", "transcript") and not rebuild:
+                raise Refusal("IN-5", f"cited {kind} evidence ({eid}): the page does not say how a blob's text "
+                                      f"becomes a {'ModelOutput' if kind == 'output' else 'list of ChatMessage'}",
+                              f"{where}: evidence {eid}")
+            link = rec.get("link") or {}
+            if "blob" not in link:
+                raise Refusal("IN-5", f"cited {kind} evidence ({eid}) that is not a blob of the run",
+                              f"{where}: evidence {eid}")
+            text = blobs.text(link["blob"], f"{where}: evidence {eid}")
+            if text is None:
+                continue
+            if kind in content and content[kind] != text:
+                raise Refusal("IN-5", f"two cited {kind} records with different text for one sample",
+                              f"{where}: evidence {eid}")
+            content[kind] = text
+    sample: dict[str, Any] = {"id": case, "epoch": trial + 1, "input": content.get("input", ""),
+                              "target": content.get("expected", "")}
+    if rebuild:  # aefgate's extension where IN-5 refuses (docs/mappings/inspect.md, "Output from evidence")
+        _rebuild_content(sample, content, model)
+    scores: dict[str, Any] = {}
+    role_usage: dict[str, dict[str, Any]] = {}
+    model_usage: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        lw = f"{where} at {line['path']!r}"
+        if line["path"] in scores:
+            raise Refusal("IN-5", "two lines of one sample at one path", lw)
+        scores[line["path"]] = _score_of(line, blobs, content_on, lw)
+        ann_model = (line.get("annotator") or {}).get("model")
+        for u in line.get("usage") or ():
+            _sum_into(role_usage, u["role"], u)
+            m = u.get("model") or (ann_model if u["role"] == "judge" else None)
+            if m:
+                _sum_into(model_usage, m, u)
+    sample["scores"] = scores
+    if model_usage:
+        sample["model_usage"] = {m: _inspect_usage(u) for m, u in model_usage.items()}
+    if role_usage:
+        sample["role_usage"] = {r: _inspect_usage(u) for r, u in role_usage.items()}
+    # times of the case's root lines (IN-5, R7I-5)
+    roots = [line for line in lines if line.get("parentResultId") is None]
+    for member, target in (("startedAt", "started_at"), ("endedAt", "completed_at"), ("durationMs", "total_time")):
+        values = [line[member] for line in roots if line.get(member) is not None]
+        if not values:
+            continue
+        first = values[0]
+        for v in values[1:]:
+            same = parse_time(v) == parse_time(first) if member != "durationMs" else v == first
+            if not same:
+                raise Refusal("IN-5", f"the case's root lines carry two different {member} ({first!r}, {v!r})", where)
+        sample[target] = first / 1000 if member == "durationMs" else first  # R7I-11
+    return sample
+
+
+def _json_text(text: str) -> Any:
+    """The JSON value a content blob's text holds (the importer writes non-text content as JCS, IN-8), or None."""
+    if text[:1] not in ("{", "["):
+        return None
+    try:
+        return jsonio.loads(text.encode("utf-8"), top_object=False)
+    except (jsonio.JsonProblem, ValueError):
+        return None
+
+
+def _is_messages(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and isinstance(m.get("role"), str)
+                                                           for m in value)
+
+
+def _rebuild_content(sample: dict[str, Any], content: Mapping[str, str], model: str) -> None:
+    """A sample's content rebuilt from its captured evidence (``output_from_evidence``): the output evidence as the
+    sample's ModelOutput (the ModelOutput itself when the blob is one, as an import from Inspect writes it; else its
+    text as the assistant message of one), the transcript as its messages, and an input or target that is a list of
+    chat messages (JCS, IN-8) as that list."""
+    for member in ("input", "target"):
+        value = _json_text(sample[member])
+        if _is_messages(value) or (member == "target" and isinstance(value, list)
+                                   and all(isinstance(x, str) for x in value)):
+            sample[member] = value
+    text = content.get("output")
+    if text is not None:
+        value = _json_text(text)
+        if isinstance(value, dict) and isinstance(value.get("choices"), list):
+            sample["output"] = value
+        else:
+            sample["output"] = {"model": model, "choices": [{"message": {"role": "assistant", "content": text,
+                                                                           "source": "generate"},
+                                                              "stop_reason": "stop"}], "completion": text}
+    transcript = content.get("transcript")
+    if transcript is not None:
+        value = _json_text(transcript)
+        if _is_messages(value):
+            sample["messages"] = value
+        else:
+            sample["messages"] = [{"role": "assistant", "content": transcript, "source": "generate"}]
+
+
+def _results(summary: Mapping[str, Any], metrics: Mapping[str, Any], n_samples: int) -> dict[str, Any]:
+    """IN-3: one EvalScore per summary entry."""
+    kinds = {m["id"]: m["kind"] for m in metrics.get("metrics", [])}
+    out: list[dict[str, Any]] = []
+    paths: set[str] = set()
+    for lane in summary.get("lanes", []):
+        for e in lane["metrics"]:
+            where = f"summary.json: {lane['lane']}/{e['metric']} at {e['path']!r}"
+            if e["path"] in paths:
+                raise Refusal("IN-3", "two summary entries at one path: Inspect has one EvalScore per scorer", where)
+            paths.add(e["path"])
+            if kinds.get(e["metric"]) == "count":
+                raise Refusal("IN-3", "an entry for a metric of kind count, whose value is a sum, not a mean", where)
+            value = e.get("value")
+            agg = e.get("aggregate")
+            method = agg["method"] if agg else "mean"
+            metric: dict[str, Any] = {"name": method, "value": math.nan if value is None else value}
+            if agg:
+                metric["params"] = {k: v for k, v in agg.items() if k != "method"}
+            ms: dict[str, Any] = {method: metric}
+            if e.get("stderr") is not None:
+                ms["stderr"] = {"name": "stderr", "value": e["stderr"]}
+            aef: dict[str, Any] = {"lane": lane["lane"], "metric": e["metric"]}
+            for k in ("N", "notMeasured", "verdict", "rule", "ci"):
+                if e.get(k) is not None:
+                    aef[k] = e[k]
+            out.append({"name": e["path"], "scorer": e["path"], "scored_samples": e["n"],
+                        "unscored_samples": e["notMeasured"], "metrics": ms, "metadata": {"aef": aef}})
+    return {"total_samples": n_samples, "completed_samples": n_samples, "scores": out}
+
+
+def to_inspect(
+    run_dir: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    ignore_overlays: bool = False,
+    fmt: str | None = None,
+    withheld_ok: Iterable[str] = (),
+    output_from_evidence: bool = False,
+) -> Path:
+    """Convert an AEF run into an Inspect eval log at ``out_path`` (``.json`` or ``.eval``, by its suffix unless
+    ``fmt`` says). The run must verify (IN-11, exit 1); a run with overlay events is refused unless
+    ``ignore_overlays`` (IN-4)."""
+    from aefgate.formats.inspect import write_log
+
+    out = Path(out_path)
+    if fmt is None:
+        fmt = {".json": "json", ".eval": "eval"}.get(out.suffix.lower())
+    if fmt not in ("json", "eval"):
+        raise Refusal("CLI-2", "the output is an Inspect log: a .json or .eval file", str(out))
+    from aefgate.fsutil import check_file_destination
+
+    check_file_destination(out, (run_dir,))  # absent, under a folder (OUT-1), not inside the run (OUT-2)
+    header, samples = export_run(run_dir, ignore_overlays=ignore_overlays, withheld_ok=withheld_ok,
+                                 output_from_evidence=output_from_evidence)
+    write_log(out, header, samples, fmt=fmt)
+    return out
+
+

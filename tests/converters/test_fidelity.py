@@ -1,0 +1,227 @@
+"""The round-trip harness (aefgate.converters.fidelity) for every format with both directions, the loss
+declarations it checks against, and the command `aefgate fidelity`."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from aefgate.converters.fidelity import fidelity, fidelity_from_source, same
+from aefgate.converters.inspect.importer import from_inspect
+from aefgate.converters.registry import Loss, Registry, field_matches, registry
+from aefgate.errors import Refusal
+from tests._shared import AEF, EXAMPLES, SAMPLES, SEALED_EXAMPLE_RUNS
+from tests.conftest import aefgate, one_json, write_broken
+
+AT = "2026-12-01T00:00:00Z"
+INSPECT_LOGS = ["basic.json", "basic.eval", "epochs_mean.eval", "epochs_majority.eval", "errors_limits.json"]
+# the complete example runs an Inspect log can hold (the others have no suite: IN-1 refuses their export)
+INSPECT_RUNS = [EXAMPLES / "aef-inspect" / "run", EXAMPLES / "aef-inspect-edges" / "run",
+                EXAMPLES / "inspect-aef" / "run", EXAMPLES / "inspect-aef" / "run-off",
+                EXAMPLES / "inspect-aef-edges" / "run", AEF / "conformance" / "valid" / "completed-eval" / "run"]
+
+
+@pytest.fixture(scope="session")
+def imported_runs(tmp_path_factory) -> dict[str, Path]:
+    """The shared real Inspect logs, each imported once for the whole session."""
+    root = tmp_path_factory.mktemp("imported")
+    return {log: from_inspect(SAMPLES / "inspect" / log, root / log.replace(".", "_"), at=AT)
+            for log in INSPECT_LOGS}
+
+
+def _ids(paths):
+    return ["/".join(p.parts[-2:]) for p in paths]
+
+
+# -- every format, every complete example run --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run", INSPECT_RUNS, ids=_ids(INSPECT_RUNS))
+def test_inspect_round_trip_of_the_example_runs(run: Path):
+    report = fidelity("inspect", run)
+    assert report.ok, report.summary()
+    assert {"results:resultId", "results:caseId", "results:path", "run.json:runId"} <= set(report.kept)
+
+
+@pytest.mark.parametrize("fmt", ["aep", "cloudevents"])
+@pytest.mark.parametrize("run", SEALED_EXAMPLE_RUNS, ids=_ids(SEALED_EXAMPLE_RUNS))
+def test_event_round_trips_of_the_example_runs(fmt: str, run: Path):
+    report = fidelity(fmt, run)
+    assert report.ok, report.summary()
+    assert {"results:resultId", "results:state", "results:caseId"} <= set(report.kept)
+
+
+@pytest.mark.parametrize("fmt", ["inspect", "aep", "cloudevents"])
+def test_round_trips_of_runs_imported_from_real_inspect_logs(fmt: str, imported_runs: dict[str, Path]):
+    for log, run in imported_runs.items():
+        report = fidelity(fmt, run)
+        assert report.ok, report.summary()
+        if fmt == "inspect":  # the way back keeps the scores and the content
+            assert "results:scores[].value" in report.kept, log
+            assert "file:blobs" in report.kept or "file:blobs" not in report.fields, log
+
+
+def test_a_run_the_export_refuses_is_refused_by_rule():
+    with pytest.raises(Refusal) as e:
+        fidelity("inspect", EXAMPLES / "otel-aef" / "run")
+    assert e.value.rule == "IN-1"
+
+
+def test_a_loss_applies_under_its_options_only():
+    """At the full ceiling the AEP export carries free text: the loss of a reason is declared below it only."""
+    loss = next(x for x in registry().between("aef", "aep").losses if x.when)
+    assert loss.applies({"max_capture": "metadata"}) and not loss.applies({"max_capture": "full"})
+    report = fidelity("aep", EXAMPLES / "aef-inspect" / "run", options={"max_capture": "full"})
+    assert report.ok, report.summary()
+    assert loss not in report.losses
+
+
+# -- the source cycle: Inspect -> AEF -> Inspect -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("log", INSPECT_LOGS)
+def test_inspect_source_cycle_keeps_samples_ids_epochs_scores_and_content(log: str, tmp_path: Path):
+    """The log written back is read by inspect-ai itself and holds the original's samples, ids, epochs, scores,
+    input, target and output text; every other loss is declared."""
+    from inspect_ai.log import read_eval_log
+
+    from aefgate.converters.registry import find_route, run_route
+
+    src = SAMPLES / "inspect" / log
+    report = fidelity_from_source("inspect", src)
+    assert report.ok, report.summary()
+    for f in ("samples:(record)", "samples:id", "samples:epoch", "samples:input", "samples:target"):
+        assert f in report.kept, f
+    # the same trip by hand, read back by inspect_ai
+    run = run_route(find_route("inspect", "aef"), src, tmp_path / "run", {"at": AT})
+    back = run_route(find_route("aef", "inspect"), run, tmp_path / f"back{src.suffix}", {"output_from_evidence": True})
+    orig, got = read_eval_log(str(src)), read_eval_log(str(back))
+    key = lambda s: (str(s.id), s.epoch)  # noqa: E731
+    a, b = sorted(orig.samples, key=key), sorted(got.samples, key=key)
+    assert [key(s) for s in a] == [key(s) for s in b]
+    for sa, sb in zip(a, b):
+        assert sa.input == sb.input and sa.target == sb.target
+        assert sa.output.completion == sb.output.completion
+        if not sa.scores and sa.error is not None:  # stopped before scoring: one error line a scorer (IN-8), unscored
+            assert sb.scores and all(math.isnan(s.value) for s in sb.scores.values()), key(sa)
+            continue
+        assert set(sa.scores or {}) == set(sb.scores or {})
+        for name, score in (sa.scores or {}).items():
+            va, vb = score.value, sb.scores[name].value
+            assert va == vb or (isinstance(va, float) and math.isnan(va) and math.isnan(vb)), (key(sa), name)
+
+
+def test_export_refuses_cited_output_by_default_and_rebuilds_it_on_request(tmp_path: Path):
+    from aefgate.converters.inspect.exporter import export_run
+
+    run = EXAMPLES / "inspect-aef" / "run"
+    with pytest.raises(Refusal) as e:
+        export_run(run)
+    assert e.value.rule == "IN-5"
+    _header, samples = export_run(run, output_from_evidence=True)
+    log = EXAMPLES / "inspect-aef" / "log.json"
+    import json
+
+    orig = {(str(s["id"]), s["epoch"]): s for s in json.loads(log.read_text())["samples"]}
+    for s in samples:
+        o = orig[(str(s["id"]), s["epoch"])]
+        if o.get("output", {}).get("choices"):
+            assert same(s["output"], o["output"])
+
+
+# -- a converter that drops a field it does not declare -------------------------------------------------------------
+
+@pytest.fixture
+def broken_dist(tmp_path: Path, monkeypatch) -> Path:
+    root = write_broken(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(root))
+    return root
+
+
+def test_a_converter_dropping_an_undeclared_field_fails_naming_it(broken_dist: Path, imported_runs):
+    run = imported_runs["basic.json"]
+    report = fidelity("brokenlog", run, reg=Registry.discover())
+    assert not report.ok
+    assert report.undeclared == ["results:durationMs"], report.summary()
+    assert "lost but not declared: results:durationMs" in report.summary()
+    src = fidelity_from_source("brokenlog", SAMPLES / "inspect" / "basic.json", reg=Registry.discover())
+    assert src.undeclared == ["samples:total_time"], src.summary()
+    # the command line: exit 1, the field named, in both renderings
+    r = aefgate("fidelity", "brokenlog", run, "--json", extra_path=broken_dist)
+    assert r.returncode == 1, r.stderr
+    doc = one_json(r.stdout)
+    assert doc["ok"] is False and doc["undeclared"] == ["results:durationMs"]
+    r = aefgate("fidelity", "brokenlog", "--from-source", SAMPLES / "inspect" / "basic.json", extra_path=broken_dist)
+    assert r.returncode == 1
+    assert "LOST, NOT DECLARED" in r.stderr and "samples:total_time" in r.stderr
+
+
+# -- the command line ----------------------------------------------------------------------------------------------
+
+
+def test_cli_fidelity_json_is_one_value_and_exit_0(imported_runs):
+    r = aefgate("fidelity", "inspect", imported_runs["epochs_mean.eval"], "--json")
+    assert r.returncode == 0, r.stderr
+    doc = one_json(r.stdout)
+    assert doc["ok"] is True and doc["cycle"] == "aef -> inspect -> aef" and doc["undeclared"] == []
+    assert all(x["declared"] for x in doc["lost"])
+    r = aefgate("fidelity", "aep", EXAMPLES / "aef-inspect" / "run", "--opt", "max_capture=full")
+    assert r.returncode == 0, r.stderr
+    assert "only declared losses" in r.stderr
+
+
+@pytest.mark.parametrize("args,rule", [
+    (["fidelity", "inspect"], "CLI-2"),
+    (["fidelity", "nosuch", str(EXAMPLES / "aef-inspect" / "run")], "CONV-1"),
+    (["fidelity", "inspect", str(EXAMPLES / "aef-inspect" / "run"), "--opt", "nosuch=1"], "CONV-3"),
+    (["fidelity", "inspect", "--from-source", "/nonexistent.eval"], "CLI-1"),
+    (["fidelity", "aep", "--from-source", str(SAMPLES / "inspect" / "basic.json")], "CONV-2"),
+])
+def test_cli_fidelity_refusals(args, rule):
+    r = aefgate(*args, "--json")
+    assert r.returncode == 2, r.stderr
+    assert one_json(r.stdout)["error"]["rule"] == rule
+    assert "Traceback" not in r.stderr
+
+
+# -- declarations ---------------------------------------------------------------------------------------------------
+
+
+def _page_items(path: Path, heading: str) -> list[str]:
+    text = path.read_text()
+    part = text.split(heading, 1)[1]
+    part = part.split("\n**", 1)[0] if heading.startswith("**") else part.split("\n## ", 1)[0]
+    items = re.split(r"\n- ", "\n" + part.strip())
+    return [" ".join(i.split()).replace("`", "") for i in items if i.strip()]
+
+
+def test_inspect_page_items_are_declared():
+    """Each item of the page's two lists is a declared loss (its first sentence), and each declared page item is
+    on the page: one source, checked."""
+    page = AEF / "interop" / "inspect.md"
+    reg = registry()
+    for heading, conv in (("**AEF → Inspect.**", reg.between("aef", "inspect")),
+                          ("**Inspect → AEF.**", reg.between("inspect", "aef"))):
+        items = _page_items(page, heading)
+        declared = [x.text for x in conv.losses if x.source == "page"]
+        assert len(items) == len(declared), (heading, len(items), len(declared))
+        for item, text in zip(items, declared):
+            head = re.split(r"[:(]", text)[0].strip()
+            assert item.replace(": ", ": ").startswith(head[:25]), (item, text)
+
+
+def test_field_patterns_and_loss_shape():
+    assert field_matches("results:annotator", "results:annotator.promptHash")
+    assert field_matches("results:scores[].metric", "results:scores[].metric")
+    assert not field_matches("results:reason", "results:reasoning.blob")
+    assert field_matches("run.json:*", "run.json:subject.ref")
+    assert field_matches("samples:scores.*.answer", "samples:scores.match.answer")
+    with pytest.raises(ValueError):
+        Loss("x", lines="sometimes")
+    for c in registry().converters:  # every declared field names a field the harness writes
+        for loss in c.losses:
+            for f in loss.fields:
+                assert re.match(r"(run\.json|file|results|header|samples):", f), (c.name, f)
