@@ -50,21 +50,18 @@ def seal(run: str | os.PathLike[str], *, sealed_by: str = "producer", at: str | 
     sealing time, RFC 3339 UTC, default now) and return its run hash. With ``key`` (a private key file, PKCS#8 PEM,
     or a loaded key), also sign the seal (``attestation.dsse.json``); the key is loaded before anything is written,
     and a run that already has an attestation is refused (OUT-1)."""
-    from aefgate.formats.aef import jsonio
     from aefgate.formats.aef.sealer import seal_run
-    from aefgate.formats.aef.signatures import ATTESTATION, PAYLOAD_TYPES, sign, signing_key_of
-    from aefgate.fsutil import atomic_write
+    from aefgate.formats.aef.signatures import check_no_attestation, signing_key_of, write_attestation
 
     signing_key = signing_key_of(key)  # a bad key changes nothing
     root = Path(run)
     if not root.is_dir():
         raise Refusal("RUN-1", "no such run folder", str(root))
-    if signing_key is not None and ((root / ATTESTATION).exists() or (root / ATTESTATION).is_symlink()):
-        raise Refusal("OUT-1", "the run already has an attestation; aefgate does not replace one", ATTESTATION)
+    if signing_key is not None:
+        check_no_attestation(root)
     run_hash = seal_run(root, sealed_by=sealed_by, sealed_at=at)
     if signing_key is not None:
-        envelope = sign((root / "seal.json").read_bytes(), PAYLOAD_TYPES["seal"], signing_key)
-        atomic_write(root / ATTESTATION, jsonio.dumps(envelope))
+        write_attestation(root, signing_key)
     return run_hash
 
 

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
-from typing import Any, AsyncIterator, BinaryIO, Iterable, Iterator
+from typing import Any, AsyncIterator, BinaryIO, Iterator
 from urllib.parse import unquote, urlsplit
 
 from aefgate.bus import codec
 from aefgate.bus.retry import Policy
 from aefgate.bus.sinks import ACKED, DUPLICATE, FAILED, UNSENT, Item
 from aefgate.bus.spool import Spool
+from aefgate import progress
 from aefgate.errors import Refusal
 from aefgate.fsutil import atomic_lines, write_lines
 
@@ -372,9 +373,11 @@ async def _network(dest: Destination, opts: dict, report: PublishReport, window:
                    make_spool, write_ahead: bool) -> Spool | None:
     """Open the sink, then (nothing refused) make the spool, then send; returns the spool, open."""
     holder: list[Spool | None] = [None]
+    bar = progress.start("publish events", None, "acknowledged")
 
     def result(item: Item, status: str, reason: str | None) -> None:
         report._take(item, status, reason)
+        bar.advance()
         sp = holder[0]
         if sp is not None and status in (ACKED, DUPLICATE):
             sp.mark_acked(item.index)
@@ -393,6 +396,8 @@ async def _network(dest: Destination, opts: dict, report: PublishReport, window:
         if holder[0] is not None:
             holder[0].close()  # consistent as it is (write-ahead): resumable
         raise
+    finally:
+        bar.close()
     return holder[0]
 
 

@@ -121,24 +121,6 @@ def verify(
         raise typer.Exit(EXIT_INTEGRITY)
 
 
-def _refuse_existing_attestation(run: Path) -> None:
-    from aefgate.formats.aef.signatures import ATTESTATION
-
-    if (run / ATTESTATION).exists() or (run / ATTESTATION).is_symlink():
-        raise Refusal("OUT-1", "the run already has an attestation; aefgate does not replace one", ATTESTATION)
-
-
-def _write_attestation(run: Path, signing_key) -> str:
-    """Sign the run's seal.json ([SIG-1]) and write attestation.dsse.json atomically; returns the key id."""
-    from aefgate.formats.aef import jsonio
-    from aefgate.formats.aef.signatures import ATTESTATION, PAYLOAD_TYPES, sign
-    from aefgate.fsutil import atomic_write
-
-    envelope = sign((run / "seal.json").read_bytes(), PAYLOAD_TYPES["seal"], signing_key)
-    atomic_write(run / ATTESTATION, jsonio.dumps(envelope))
-    return signing_key.keyid
-
-
 @app.command()
 def seal(
     run: Path = typer.Argument(..., help="The closed run folder to seal (writes its seal.json)."),
@@ -155,15 +137,13 @@ def seal(
 
     Example: aefgate seal out/run --sealed-by ingest --key keys/private.pem
     """
-    from aefgate.formats.aef.sealer import seal_run
+    from aefgate import api
     from aefgate.formats.aef.signatures import load_private_key
 
     signing_key = load_private_key(key) if key is not None else None  # a bad key changes nothing
     require_dir(run)
-    if signing_key is not None:
-        _refuse_existing_attestation(run)
-    run_hash = seal_run(run, sealed_by=sealed_by.value, sealed_at=at)
-    keyid = _write_attestation(run, signing_key) if signing_key is not None else None
+    run_hash = api.seal(run, sealed_by=sealed_by.value, at=at, key=signing_key)
+    keyid = signing_key.keyid if signing_key is not None else None
     if as_json:
         out = {"run": str(run), "runHash": run_hash, "sealedBy": sealed_by.value}
         if keyid is not None:
@@ -189,17 +169,17 @@ def sign_attestation(
     Example: aefgate sign-attestation out/run --key keys/private.pem
     """
     from aefgate.formats.aef.verifier import verify_run
-    from aefgate.formats.aef.signatures import load_private_key
+    from aefgate.formats.aef.signatures import check_no_attestation, load_private_key, write_attestation
 
     signing_key = load_private_key(key)
     require_dir(run)
-    _refuse_existing_attestation(run)
+    check_no_attestation(run)
     v = verify_run(run)
     if v.outcome != "intact":
         where = v.problems[0][0] if v.problems else "seal.json"
         raise Refusal("SIG-1", f"the run is {v.outcome}, not intact: aefgate signs only a seal that verifies "
                                "(`aefgate verify` says why)", where)
-    keyid = _write_attestation(run, signing_key)
+    keyid = write_attestation(run, signing_key)
     if as_json:
         render.emit_json({"run": str(run), "runHash": v.run_hash, "keyid": keyid, "algorithm": signing_key.algorithm})
     else:
@@ -360,8 +340,7 @@ def fidelity(
 
     Examples: aefgate fidelity inspect runs/refunds --json; aefgate fidelity inspect --from-source log.eval
     """
-    from aefgate.converters.fidelity import fidelity as round_trip
-    from aefgate.converters.fidelity import fidelity_from_source
+    from aefgate import api
 
     if (run is None) == (from_source is None):
         raise Refusal("CLI-2", "give a RUN or --from-source FILE (one of them)", "RUN")
@@ -375,12 +354,12 @@ def fidelity(
             from aefgate.cli.aef import authorized_withheld, load_policy
 
             withheld = authorized_withheld(run, load_policy(policy))
-        report = round_trip(fmt, run, options=options, withheld_ok=withheld)
+        report = api.fidelity(fmt, run, options=options, withheld_ok=withheld)
     else:
         from aefgate.cli.inputs import require_file
 
         require_file(from_source)
-        report = fidelity_from_source(fmt, from_source, options=options)
+        report = api.fidelity(fmt, from_source=from_source, options=options)
     if as_json:
         render.emit_json(report.to_json())
     else:
@@ -458,7 +437,8 @@ def convert(
     Each option goes to the steps that declare it; an option no step declares is an input error.
     Example: aefgate convert log.json out/run --from inspect --to aef --target-mode live
     """
-    from aefgate.converters.registry import find_route, registry, run_route
+    from aefgate import api
+    from aefgate.converters.registry import find_route, registry
 
     options: dict[str, object] = parse_opts(opt)
     given = {"at": at, "run_id": run_id, "from_tool": from_tool, "subject": subject, "subject_kind": subject_kind,
@@ -477,7 +457,7 @@ def convert(
     if not as_json:
         render.console().print("route     " + " -> ".join(f"{c.source} ({c.name})" for c in steps)
                                + f" -> {steps[-1].target}")
-    run_route(steps, src, dst, options)
+    api.convert(src, dst, source=from_, target=to, options=options)
     losses = [{"converter": c.name, "fidelity": c.fidelity} for c in steps]
     if as_json:
         render.emit_json({"input": str(src), "output": str(dst), "from": steps[0].source, "to": steps[-1].target,

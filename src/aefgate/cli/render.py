@@ -53,10 +53,11 @@ class RichDisplay:
     def stop(self, handle: Any) -> None:
         if self.progress is None:
             return
-        self.progress.remove_task(handle)
-        if not self.progress.tasks:
-            self.progress.stop()
-            self.progress = None
+        if len(self.progress.tasks) > 1:
+            self.progress.remove_task(handle)
+            return
+        self.progress.stop()  # its last rendering shows the task done, then (transient) it is cleared
+        self.progress = None
 
 
 @contextlib.contextmanager

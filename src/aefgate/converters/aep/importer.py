@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 
 from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.progress import task as progress_task
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.times import parse_time
 from aefgate.formats.aef.vocab import STATES, TYPED_ABSENCES
@@ -522,13 +523,14 @@ def _read_lines(path: Path) -> Iterator[tuple[str, Any]]:
         f = open(path, "rb")
     except OSError as e:
         raise Refusal("AEP-13", f"cannot read the events: {e.strerror}", name) from None
-    with f:
+    with f, progress_task("import events", os.fstat(f.fileno()).st_size, "bytes") as bar:
         lineno = 0
         try:
             for lineno, raw in jsonio.iter_lines(f, max_lines=1 << 62):
                 where = f"{name}:{lineno}"
                 if raw is None:
                     raise Refusal("AEP-13", f"a line over {jsonio.MAX_DOC} bytes", where)
+                bar.advance(len(raw) + 1)
                 try:
                     yield where, jsonio.loads(raw)
                 except jsonio.JsonProblem as e:

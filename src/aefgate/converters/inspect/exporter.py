@@ -15,6 +15,7 @@ from typing import Any
 
 
 from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.progress import task as progress_task
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.times import parse_time
 from aefgate.converters.inspect.common import (TOKENS, _REDUCERS_EXPORT, decode_name)
@@ -231,8 +232,11 @@ def export_run(
         key = (line["caseId"], line.get("trial", 0))
         groups.setdefault(key, []).append(line)
 
-    samples = [_sample(case, trial, lines, evidence, blobs, content_on, output_from_evidence, model)
-               for (case, trial), lines in groups.items()]
+    with progress_task("export samples", len(groups), "samples") as bar:
+        samples = []
+        for (case, trial), lines in groups.items():
+            samples.append(_sample(case, trial, lines, evidence, blobs, content_on, output_from_evidence, model))
+            bar.advance()
     ev["dataset"] = {"samples": len(case_ids), "sample_ids": list(case_ids)}
     ev["model"] = model
     if judges:

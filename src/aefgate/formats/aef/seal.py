@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 import msgspec
 
+from aefgate import progress
 from aefgate.formats.aef import jsonio, runfs
 from aefgate.formats.aef.schema import validator
 from aefgate.formats.aef.times import parse_time
@@ -71,11 +72,14 @@ def manifest_from(digests: dict[str, tuple[str, int]]) -> Manifest:
 
 def _hash_all(root: Path, files: runfs.Files, *, sealed_only: bool) -> None:
     """Hash every file of ``files`` (the sealed ones only with ``sealed_only``) into it."""
-    for p, size in list(files.other.items()):
-        if not sealed_only or runfs.is_sealed_path(p):
+    others = [(p, size) for p, size in files.other.items() if not sealed_only or runfs.is_sealed_path(p)]
+    with progress.task("hash files", len(others) + files.n, "files") as bar:  # files.n: the packed blobs
+        for p, size in others:
             files.set_digest(p, runfs.sha256_file(root / p), size)
-    for i, p, _ in files.blob_items():
-        files.set_blob_digest(i, bytes.fromhex(runfs.sha256_file(root / p)))
+            bar.advance()
+        for i, p, _ in files.blob_items():
+            files.set_blob_digest(i, bytes.fromhex(runfs.sha256_file(root / p)))
+            bar.advance()
 
 
 def build_manifest(run_dir: str | Path) -> Manifest:

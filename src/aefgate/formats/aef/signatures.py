@@ -58,6 +58,8 @@ __all__ = [
     "keyid_of",
     "load_private_key",
     "signing_key_of",
+    "check_no_attestation",
+    "write_attestation",
     "pae",
     "payload_type_for",
     "sign",
@@ -667,3 +669,21 @@ def signing_key_of(key: "str | os.PathLike[str] | SigningKey | None") -> "Signin
     if isinstance(key, (str, os.PathLike)):
         return load_private_key(key)
     return key
+
+
+def check_no_attestation(run_dir: str | os.PathLike[str]) -> None:
+    """OUT-1 when the run already has an attestation: aefgate never replaces one."""
+    p = Path(run_dir) / ATTESTATION
+    if p.exists() or p.is_symlink():
+        raise Refusal("OUT-1", "the run already has an attestation; aefgate does not replace one", ATTESTATION)
+
+
+def write_attestation(run_dir: str | os.PathLike[str], key: "SigningKey") -> str:
+    """Sign the run's ``seal.json`` ([SIG-1]) and write ``attestation.dsse.json`` atomically; returns the key id."""
+    from aefgate.formats.aef import jsonio
+    from aefgate.fsutil import atomic_write
+
+    root = Path(run_dir)
+    envelope = sign((root / "seal.json").read_bytes(), PAYLOAD_TYPES["seal"], key)
+    atomic_write(root / ATTESTATION, jsonio.dumps(envelope))
+    return key.keyid

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from aefgate import progress
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio, runfs, spill
 from aefgate.formats.aef.jsonio import JsonProblem
@@ -643,18 +644,20 @@ class _RunVerifier:
         size = self.scan.files.get("results.ndjson", 0)
         workers = _workers_for(size)
         fold = self._fold_spilled if size > spill.bound("AEFGATE_SPILL_RESULTS", _SPILL_RESULTS) else self._fold
+        bar = progress.start("verify results.ndjson", size, "bytes")
         try:
             if workers:
-                fold(self._parallel_results(size, workers))
+                fold(self._parallel_results(size, workers, bar))
             else:
                 batches = _batches(self.lines("results.ndjson"))
-                fold((start, _check_batch(lines)) for start, lines in batches)
+                fold((start, _check_batch(_advanced(bar, lines))) for start, lines in batches)
         except _FramingError:
             pass
         finally:
+            bar.close()
             _CTX = None
 
-    def _parallel_results(self, size: int, workers: int):
+    def _parallel_results(self, size: int, workers: int, bar: progress.Task):
         """results.ndjson in ranges of whole lines, each split and checked by a worker process, folded in order;
         this process only hashes the file (in a thread: hashlib releases the GIL) and folds the records."""
         name = "results.ndjson"
@@ -684,7 +687,8 @@ class _RunVerifier:
             if framing is None:
                 results = _parallel(pool, ranges, workers, _check_range, path)
                 try:
-                    for count, records, problem in results:
+                    for (start, end), (count, records, problem) in zip(ranges, results):
+                        bar.advance(end - start)
                         if problem is not None:
                             framing = problem
                             break
@@ -1258,6 +1262,12 @@ def _workers_for(size: int) -> int:
     if size < _PARALLEL_FROM or cpus < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return 0
     return cpus
+
+
+def _advanced(bar: progress.Task, lines: list) -> list:
+    """``lines`` (a batch of raw lines), their bytes counted on ``bar``."""
+    bar.advance(sum(len(line) + 1 if line is not None else 1 for line in lines))
+    return lines
 
 
 def _batches(lines, size: int | None = None):
