@@ -19,6 +19,7 @@ from aefgate.converters.aep import common as aep_common
 from aefgate.converters.aep import exporter as aep_exporter
 from aefgate.converters.aep import importer as aep_importer
 import aefgate.converters.aep as aep_pkg
+from aefgate.converters.fidelity import fidelity
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.builder import RunBuilder
@@ -37,13 +38,6 @@ def _needs_aep(name: str):
     return getattr(importlib.import_module("aefgate.formats.aep"), name)
 
 
-def _page_losses() -> str:
-    text = PAGE.read_text(encoding="utf-8")
-    start = text.index("## What does not carry over")
-    end = text.index("## Worked example")
-    return " ".join(text[start:end].split())
-
-
 def _lines(run: Path) -> list[dict]:
     return [v for _, v in jsonio.iter_ndjson(run / "results.ndjson")]
 
@@ -55,114 +49,35 @@ def _roundtrip(src: Path, tmp: Path, **opts) -> tuple[Path, Path]:
     return events, out
 
 
-# -- the field-by-field comparison ----------------------------------------------------------------------------------
-
-# every field a round trip may lose, and the sentence of "What does not carry over" that lists it
-LOSS_ITEMS = {
-    "run.json:*": "The run header (`run.json`) except the `runId`, the agent and the content-capture level",
-    "file:metrics.json": "Metric declarations (`metrics.json`), the summary (`summary.json`) and gate decisions",
-    "file:summary.json": "Metric declarations (`metrics.json`), the summary (`summary.json`) and gate decisions",
-    "file:gates.ndjson": "Metric declarations (`metrics.json`), the summary (`summary.json`) and gate decisions",
-    "file:evidence.ndjson": "Evidence: `evidence.ndjson`, a line's `evidence` ids, blobs and their digests",
-    "file:blobs": "Evidence: `evidence.ndjson`, a line's `evidence` ids, blobs and their digests",
-    "results:evidence": "Evidence: `evidence.ndjson`, a line's `evidence` ids, blobs and their digests",
-    "results:reasoning": "(the `reasoning` blob's digest and size; its text travels as the explanation, AEP-9)",
-    "file:traces.otlp.jsonl": "`traces.otlp.jsonl`, `logs.otlp.jsonl`, `ext/` files",
-    "file:logs.otlp.jsonl": "`traces.otlp.jsonl`, `logs.otlp.jsonl`, `ext/` files",
-    "results:ext": "A line's `ext` (except `ext.\"aefgate.aep\".guardrail`) and `annotator.promptHash`",
-    "results:annotator.promptHash": "A line's `ext` (except `ext.\"aefgate.aep\".guardrail`) and `annotator.promptHash`",
-    "results:reason": "Free text at a `metadata` ceiling: `reason` and the reasoning text",
-    "results:reason(from reasoning)": "an explanation taken from the reasoning blob comes back as `reason`",
-    "file:seal.json": "The seal, the attestation and every signature",
-    "file:overlays": "overlay batches, their seals and signatures",
-    "results:order": "The order of the lines in `results.ndjson` (AEP-15: trees whole, rollups last)",
-    "results:parentResultId(null)": "a root's `parentResultId: null` (written absent: the same meaning)",
-}
-# at a full ceiling the free text travels: losing a reason there is not listed
-NOT_AT_FULL = {"results:reason"}
-
-
-def _compare(orig: Path, back: Path) -> set[str]:
-    """The fields of ``orig`` that ``back`` does not hold as they were (keys of LOSS_ITEMS, or others)."""
-    lost: set[str] = set()
-    ro, rb = jsonio.read_json(orig / "run.json"), jsonio.read_json(back / "run.json")
-    assert rb["runId"] == ro["runId"]  # `session` carries it (AEP-3, AEP-14)
-    for k, v in ro.items():
-        if k != "runId" and rb.get(k) != v:
-            lost.add("run.json:*")
-    for name in ("metrics.json", "summary.json", "seal.json"):
-        if (orig / name).read_bytes() != (back / name).read_bytes():
-            lost.add(f"file:{name}")
-    for name in ("gates.ndjson", "evidence.ndjson", "traces.otlp.jsonl", "logs.otlp.jsonl", "blobs", "overlays"):
-        if (orig / name).exists() and not (back / name).exists():
-            lost.add(f"file:{name}")
-    order_o, order_b = _lines(orig), _lines(back)
-    lines_o = {ln["resultId"]: ln for ln in order_o}
-    lines_b = {ln["resultId"]: ln for ln in order_b}
-    assert set(lines_b) == set(lines_o), "every result comes back with its own resultId (RES-4)"
-    if [ln["resultId"] for ln in order_o] != [ln["resultId"] for ln in order_b]:
-        lost.add("results:order")
-    for rid, lo in lines_o.items():
-        lb = lines_b[rid]
-        for k in sorted(set(lo) | set(lb)):
-            a, b = lo.get(k), lb.get(k)
-            if k == "parentResultId" and not a and not b:
-                if (k in lo) != (k in lb):
-                    lost.add("results:parentResultId(null)")  # null and absent are one thing on a root
-                continue
-            if a == b:
-                continue
-            if k == "annotator" and a is not None and b == {x: y for x, y in a.items() if x != "promptHash"}:
-                lost.add("results:annotator.promptHash")
-            elif k == "reason" and a is None and "reasoning" in lo:
-                lost.add("results:reason(from reasoning)")
-            elif k == "reason" and a is not None and b == "not exported (AEP capture metadata)":
-                lost.add("results:reason")
-            elif k == "reason" and a is not None and b is None:
-                lost.add("results:reason")
-            else:
-                lost.add(f"results:{k}")
-    return lost
+# -- round trips: the registry's harness (aefgate.converters.fidelity) against the page's declared losses --------
 
 
 @pytest.mark.parametrize("src", RUNS, ids=IDS)
 @pytest.mark.parametrize("ceiling", ["metadata", "redacted", "full"])
-def test_round_trip_verifies_and_loses_exactly_the_list(src: Path, ceiling: str, tmp_path: Path):
-    _events, back = _roundtrip(src, tmp_path, max_capture=ceiling)
-    v = verify_run(back)
-    assert v.outcome == "intact", v.problems
-    run = jsonio.read_json(back / "run.json")
-    assert run["imported"]["from"] == "aep 0.1"
-    lost = _compare(src, back)
-    losses = _page_losses()
-    unlisted = sorted(k for k in lost if k not in LOSS_ITEMS)
-    assert not unlisted, f"lost and not on the page: {unlisted}"
+def test_round_trip_verifies_and_loses_only_the_list(src: Path, ceiling: str):
+    report = fidelity("aep", src, options={"max_capture": ceiling})
+    assert report.ok and report.back_outcome == "intact", report.summary()
+    assert {"results:resultId", "results:state", "results:caseId", "results:path"} <= set(report.kept)
     if ceiling == "full" and jsonio.read_json(src / "run.json").get("contentCapture", "on") == "on":
-        assert not (lost & NOT_AT_FULL), "at full, reasons travel"
-    for k in lost:
-        assert LOSS_ITEMS[k] in losses, f"the page no longer lists {LOSS_ITEMS[k]!r}"
+        assert "results:reason" not in dict(report.lost), "at full, reasons travel"
 
 
 @pytest.mark.parametrize("log", ["epochs_mean.eval", "epochs_majority.eval", "basic.json"])
 def test_round_trip_of_inspect_samples(log: str, tmp_path: Path):
-    """Runs imported from the real Inspect logs: intact after the round trip, and what differs is on the page. An
+    """Runs imported from the real Inspect logs: intact after the round trip, and what differs is declared. An
     epochs log's run holds each case's trials then its rollup: the way back writes the rollups last (AEP-15)."""
     from aefgate.converters.inspect.importer import from_inspect
 
     src = from_inspect(SAMPLES / "inspect" / log, tmp_path / "run", at=AT)
     for ceiling in ("metadata", "full"):
-        _events, back = _roundtrip(src, tmp_path / ceiling, max_capture=ceiling)
-        assert verify_run(back).outcome == "intact"
-        lost = _compare(src, back)
-        unlisted = sorted(k for k in lost if k not in LOSS_ITEMS)
-        assert not unlisted, f"lost and not on the page: {unlisted}"
-        losses = _page_losses()
-        for k in lost:
-            assert LOSS_ITEMS[k] in losses, f"the page no longer lists {LOSS_ITEMS[k]!r}"
+        report = fidelity("aep", src, options={"max_capture": ceiling})
+        assert report.ok, report.summary()
         if log.startswith("epochs"):
-            assert "results:order" in lost
-            rollups = [i for i, ln in enumerate(_lines(back)) if "trials" in ln]
-            assert rollups and rollups == list(range(len(_lines(back)) - len(rollups), len(_lines(back))))
+            assert "results:order" in dict(report.lost)
+    if log.startswith("epochs"):
+        _events, back = _roundtrip(src, tmp_path / "back")
+        rollups = [i for i, ln in enumerate(_lines(back)) if "trials" in ln]
+        assert rollups and rollups == list(range(len(_lines(back)) - len(rollups), len(_lines(back))))
 
 
 def test_kept_fields_are_equal(tmp_path: Path):
@@ -442,8 +357,8 @@ def test_human_lines_are_feedback_and_graders_are_marked(tmp_path: Path):
     # at full, the whole run comes back but for the page's list
     full = aep_importer.import_events(events, tmp_path / "back-full", at=AT)
     assert verify_run(full).outcome == "intact"
-    lost = _compare(run, full)
-    assert lost <= set(LOSS_ITEMS) - NOT_AT_FULL, lost
+    report = fidelity("aep", run, options={"max_capture": "full"})
+    assert report.ok and "results:reason" not in dict(report.lost), report.summary()
     assert {ln["path"]: ln.get("reason") for ln in _lines(full)}["resisted"] == "Attack prompt: ignore all rules"
 
 

@@ -12,6 +12,7 @@ Two cycles, each through the registry's converters (so a plug-in format gets the
 In both cycles the export takes its ``round_trip_options`` (for Inspect: rebuild outputs from their evidence)
 unless the caller gives those options.
 
+The run that comes back must verify (``intact``, or ``unsealed`` for a running run), or the trip fails.
 Every field of the original is reported as **kept**, **lost as declared** (a :class:`~.registry.Loss` of either
 direction that applies to the options used covers it), or **lost but not declared** (a defect: the report is not
 ``ok``); a declared loss whose fields were all kept is reported as **declared but kept** (not a failure). Fields
@@ -80,6 +81,8 @@ class FidelityReport:
     added: list[str] = field(default_factory=list)
     refusal: Refusal | None = None
 
+    back_outcome: str | None = None  # the AEF cycle: the verification of the run that came back
+
     def note(self, fieldname: str, kept: bool, line: Mapping[str, Any] | None = None, *,
              case_root: bool = True) -> None:
         """Record one place of ``fieldname``: kept, or lost (then matched against the declared losses; ``line`` and
@@ -125,7 +128,7 @@ class FidelityReport:
 
     @property
     def ok(self) -> bool:
-        return self.refusal is None and not self.undeclared
+        return self.refusal is None and not self.undeclared and self.back_outcome in (None, "intact", "unsealed")
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -141,6 +144,8 @@ class FidelityReport:
             "added": self.added,
             "losses": [x.to_json() for x in self.losses],
         }
+        if self.back_outcome is not None:
+            out["backOutcome"] = self.back_outcome
         if self.refusal is not None:
             out["refusal"] = self.refusal.to_json()["error"]
         return out
@@ -153,10 +158,18 @@ class FidelityReport:
         if self.refusal is not None:
             r = self.refusal
             parts.append(f"the way back was refused: [{r.rule}] at {r.where}: {r.message}")
+        if self.back_outcome not in (None, "intact", "unsealed"):
+            parts.append(f"the run that came back does not verify ({self.back_outcome})")
         for f in self.undeclared:
             c = self.fields[f]
             parts.append(f"lost but not declared: {f} ({c.undeclared} of {c.lost + c.kept} places)")
         return "\n  ".join(parts)
+
+
+def _outcome(run_dir: Path) -> str:
+    from aefgate.formats.aef.verifier import verify_run
+
+    return verify_run(run_dir).outcome
 
 
 def _in_scope(loss: Loss, line: Mapping[str, Any] | None, case_root: bool) -> bool:
@@ -268,8 +281,10 @@ def fidelity(fmt: str, run_dir: str | os.PathLike[str], *, options: Mapping[str,
                 imp_kw[k] = v
     if withheld_ok:
         exp_kw["withheld_ok"] = frozenset(withheld_ok)
+    run = jsonio.read_json(root / "run.json")
+    applied = {**imp_kw, **exp_kw, "run.contentCapture": run.get("contentCapture", "on")}
     report = FidelityReport(f"aef -> {exp.target} -> aef", str(root),
-                            [x for x in exp.losses + imp.losses if x.applies({**imp_kw, **exp_kw})])
+                            [x for x in exp.losses + imp.losses if x.applies(applied)])
     work = Path(tempfile.mkdtemp(prefix="aefgate-fidelity-"))
     try:
         exported = work / f"exported{exp.suffix}"
@@ -279,6 +294,7 @@ def fidelity(fmt: str, run_dir: str | os.PathLike[str], *, options: Mapping[str,
         except Refusal as r:
             report.refusal = r
             return report
+        report.back_outcome = _outcome(work / "back")
         compare_runs(root, work / "back", report)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -139,7 +139,7 @@ class Loss:
 
     text: str
     fields: tuple[str, ...] = ()
-    when: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    when: tuple[tuple[tuple[str, tuple[Any, ...]], ...], ...] = ()
     lines: str | None = None
     source: str = "page"
 
@@ -147,14 +147,17 @@ class Loss:
         if not self.text:
             raise ValueError("a loss has a text")
         object.__setattr__(self, "fields", tuple(self.fields))
-        when = self.when.items() if isinstance(self.when, Mapping) else self.when
-        object.__setattr__(self, "when", tuple((str(k), tuple(v)) for k, v in when))
+        alternatives = [self.when] if isinstance(self.when, Mapping) else list(self.when)
+        object.__setattr__(self, "when", tuple(tuple((str(k), tuple(v)) for k, v in dict(alt).items())
+                                               for alt in alternatives))
         if self.lines is not None and self.lines not in LINE_SCOPES:
             raise ValueError(f"loss {self.text[:40]!r}: lines must be one of {LINE_SCOPES}, not {self.lines!r}")
 
     def applies(self, options: Mapping[str, Any]) -> bool:
-        """Whether the loss holds for a conversion given ``options`` (each ``when`` option among its values)."""
-        return all(options.get(k) in values for k, values in self.when)
+        """Whether the loss holds for a conversion given ``options``: always without ``when``, else when one of its
+        alternatives holds (each of its options among its values). The round-trip harness adds the original run's
+        ``run.contentCapture`` to the options."""
+        return not self.when or any(all(options.get(k) in values for k, values in alt) for alt in self.when)
 
     def covers(self, fieldname: str) -> bool:
         return any(field_matches(p, fieldname) for p in self.fields)
@@ -162,7 +165,7 @@ class Loss:
     def to_json(self) -> dict:
         out: dict[str, Any] = {"text": self.text, "fields": list(self.fields), "source": self.source}
         if self.when:
-            out["when"] = {k: list(v) for k, v in self.when}
+            out["when"] = [{k: list(v) for k, v in alt} for alt in self.when]
         if self.lines:
             out["lines"] = self.lines
         return out

@@ -8,7 +8,8 @@ from aefgate.converters.registry import Loss
 
 __all__ = ["LOSSES_FROM_AEP", "LOSSES_TO_AEP"]
 
-_NOT_FULL = {"max_capture": ("none", "metadata", "redacted")}
+# below the full ceiling, or from a run that keeps no content (its free text is never exported, [SEC-6])
+_NOT_FULL = ({"max_capture": ("none", "metadata", "redacted")}, {"run.contentCapture": ("off",)})
 
 LOSSES_TO_AEP: tuple[Loss, ...] = (
     Loss('The run header (run.json) except the runId, the agent and the content-capture level: producer, '
