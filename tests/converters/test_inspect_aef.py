@@ -865,6 +865,11 @@ def test_generated_logs_import_without_a_traceback(generated: Path, tmp_path: Pa
             continue
         v = verify_run(out)
         assert (v.outcome, v.problems) == (want, [])
+        if capture == "on":  # both round trips, with only declared losses (model-graded, dict scores, errors, ids)
+            report = fidelity_mod.fidelity("inspect", out)
+            assert report.ok, report.summary()
+            report = fidelity_mod.fidelity_from_source("inspect", generated / name)
+            assert report.ok, report.summary()
         if capture == "off":
             try:
                 exported = inspect_exporter.to_inspect(out, tmp_path / f"{name}.back.eval")
@@ -924,7 +929,7 @@ def test_registered_both_ways_with_the_pages_losses() -> None:
     assert imp.losses == inspect_losses.LOSSES_FROM_INSPECT
     assert exp.losses == inspect_losses.LOSSES_TO_INSPECT
     assert {o.name for o in imp.options} == {"target_mode", "content_capture", "at", "key"}
-    assert {o.name for o in exp.options} == {"ignore_overlays", "output_from_evidence"}
+    assert {o.name for o in exp.options} == {"ignore_overlays", "output_from_evidence", "map_scorers"}
 
 
 def test_convert_through_the_registry(tmp_path: Path) -> None:

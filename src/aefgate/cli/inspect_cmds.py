@@ -120,6 +120,9 @@ def export_inspect(
                                               "(and messages) from its captured output evidence, where the page "
                                               "refuses the run (IN-5): aefgate's extension, for runs imported from "
                                               "Inspect (docs/mappings/inspect.md)."),
+    map_scorers: bool = typer.Option(False, "--map-scorers", help="Write a path summarized for several metrics as "
+                                     "Inspect writes a map-valued scorer (one EvalScore per metric), where the page "
+                                     "refuses the run (IN-3): aefgate's extension."),
     policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -135,7 +138,7 @@ def export_inspect(
 
     require_dir(run)
     path = to_inspect(run, out, ignore_overlays=ignore_overlays, withheld_ok=_withheld(run, policy),
-                      output_from_evidence=output_from_evidence)
+                      output_from_evidence=output_from_evidence, map_scorers=map_scorers)
     written = open_log(path)
     if as_json:
         render.emit_json({"run": str(run), "output": str(path), "format": written.format,

@@ -32,13 +32,13 @@ def _run_import(src: Any, dst: Any, *, target_mode: str = "live", content_captur
 
 
 def _run_export(src: Any, dst: Any, *, ignore_overlays: bool = False, output_from_evidence: bool = False,
-                **_: Any) -> None:
+                map_scorers: bool = False, withheld_ok: Any = (), **_: Any) -> None:
     from aefgate.converters.inspect.exporter import to_inspect
 
     # the route's destination has no suffix of its choosing when it is a staging name: .eval unless it says .json
     fmt = "json" if str(dst).lower().endswith(".json") else "eval"
-    to_inspect(src, dst, ignore_overlays=bool(ignore_overlays), fmt=fmt,
-               output_from_evidence=bool(output_from_evidence))
+    to_inspect(src, dst, ignore_overlays=bool(ignore_overlays), fmt=fmt, withheld_ok=withheld_ok,
+               output_from_evidence=bool(output_from_evidence), map_scorers=bool(map_scorers))
 
 
 def back_options(run_dir: Path) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def records(path: Path) -> Iterator[tuple[str, str, Any]]:
     log = open_log(Path(path))
     yield "header", "", log.header
     for sample in log.samples():
-        yield "samples", f"{sample.get('id')!r} epoch {sample.get('epoch')}", sample
+        yield "samples", f"{sample.get('id')} epoch {sample.get('epoch')}", sample  # an id 2 as "2" (a caseId)
 
 
 CONVERTERS = [
@@ -88,10 +88,13 @@ CONVERTERS = [
             Option("ignore_overlays", "convert a run with overlay events without them (IN-4)", bool, False),
             Option("output_from_evidence", "rebuild a sample's output from its captured output evidence instead of "
                                            "refusing the run (IN-5; aefgate's extension)", bool, False),
+            Option("map_scorers", "write a path summarized for several metrics as Inspect writes a map-valued "
+                                  "scorer (one EvalScore per metric) instead of refusing the run (IN-3; aefgate's "
+                                  "extension)", bool, False),
         ],
         losses=LOSSES_TO_INSPECT,
         description="AEF runs into Inspect AI eval logs (.json, or .eval) (interop/inspect.md)",
-        round_trip_options={"output_from_evidence": True},
+        round_trip_options={"output_from_evidence": True, "map_scorers": True},
         suffix=".json",
     ),
 ]

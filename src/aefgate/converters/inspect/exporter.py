@@ -148,13 +148,14 @@ def _check_overlays(run_dir: Path) -> bool:
 
 def export_run(
     run_dir: str | os.PathLike[str], *, ignore_overlays: bool = False, withheld_ok: Iterable[str] = (),
-    output_from_evidence: bool = False,
+    output_from_evidence: bool = False, map_scorers: bool = False,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """AEF -> Inspect, pure: the EvalLog header (with ``reductions``) and the samples of a run, NaN as float NaN.
 
     A sample whose lines cite output or transcript evidence is refused (IN-5) unless ``output_from_evidence``:
     then its output (and messages) are rebuilt from that evidence, aefgate's extension
-    (docs/mappings/inspect.md, "Output from evidence").
+    (docs/mappings/inspect.md, "Output from evidence"). A path summarized for several metrics is refused (IN-3)
+    unless ``map_scorers`` (:func:`_results`).
 
     The run must verify (IN-11: intact or unsealed, with no problem but an authorized withhold; ``withheld_ok``
     are the blob paths an authorized redaction withholds). Refusals name the page's rule (IN-1 to IN-5, IN-11,
@@ -243,6 +244,9 @@ def export_run(
         ev["model_roles"] = {"judge": {"model": judges[0]["model"]}}
     ev["config"] = config
     ev["packages"] = packages
+    if map_scorers:  # the import reads an EvalScore named for a metric at its scorer's path when that is a scorer
+        ev["scorers"] = [{"name": path} for path in dict.fromkeys(line["path"] for lines in groups.values()
+                                                                  for line in lines)]
     if meta:
         ev["metadata"] = {"aef": meta}
 
@@ -251,7 +255,7 @@ def export_run(
     summary_path = root / "summary.json"
     if summary_path.is_file():
         header["results"] = _results(jsonio.read_json(summary_path), jsonio.read_json(root / "metrics.json"),
-                                     len(samples))
+                                     len(samples), map_scorers)
     stats: dict[str, Any] = {"started_at": run["startedAt"]}
     if run.get("endedAt") is not None:
         stats["completed_at"] = run["endedAt"]
@@ -393,17 +397,28 @@ def _rebuild_content(sample: dict[str, Any], content: Mapping[str, str], model: 
             sample["messages"] = [{"role": "assistant", "content": transcript, "source": "generate"}]
 
 
-def _results(summary: Mapping[str, Any], metrics: Mapping[str, Any], n_samples: int) -> dict[str, Any]:
-    """IN-3: one EvalScore per summary entry."""
+def _results(summary: Mapping[str, Any], metrics: Mapping[str, Any], n_samples: int,
+             map_scorers: bool = False) -> dict[str, Any]:
+    """IN-3: one EvalScore per summary entry. With ``map_scorers`` (aefgate's extension where IN-3 refuses), a path
+    with entries for several metrics is written as Inspect writes a map-valued scorer: one EvalScore per metric,
+    named after it, with the path as its ``scorer``."""
     kinds = {m["id"]: m["kind"] for m in metrics.get("metrics", [])}
     out: list[dict[str, Any]] = []
     paths: set[str] = set()
+    per_path: dict[str, int] = {}
+    for lane in summary.get("lanes", []):
+        for e in lane["metrics"]:
+            per_path[e["path"]] = per_path.get(e["path"], 0) + 1
     for lane in summary.get("lanes", []):
         for e in lane["metrics"]:
             where = f"summary.json: {lane['lane']}/{e['metric']} at {e['path']!r}"
-            if e["path"] in paths:
-                raise Refusal("IN-3", "two summary entries at one path: Inspect has one EvalScore per scorer", where)
-            paths.add(e["path"])
+            mapped = map_scorers and per_path[e["path"]] > 1
+            name = e["metric"] if mapped else e["path"]
+            if name in paths or (mapped and e["path"] in paths):
+                raise Refusal("IN-3", "two summary entries at one path: Inspect has one EvalScore per scorer"
+                              + ("" if map_scorers else " (--map-scorers writes them as a map-valued scorer's)"),
+                              where)
+            paths.add(name)
             if kinds.get(e["metric"]) == "count":
                 raise Refusal("IN-3", "an entry for a metric of kind count, whose value is a sum, not a mean", where)
             value = e.get("value")
@@ -419,7 +434,7 @@ def _results(summary: Mapping[str, Any], metrics: Mapping[str, Any], n_samples: 
             for k in ("N", "notMeasured", "verdict", "rule", "ci"):
                 if e.get(k) is not None:
                     aef[k] = e[k]
-            out.append({"name": e["path"], "scorer": e["path"], "scored_samples": e["n"],
+            out.append({"name": name, "scorer": e["path"], "scored_samples": e["n"],
                         "unscored_samples": e["notMeasured"], "metrics": ms, "metadata": {"aef": aef}})
     return {"total_samples": n_samples, "completed_samples": n_samples, "scores": out}
 
@@ -432,6 +447,7 @@ def to_inspect(
     fmt: str | None = None,
     withheld_ok: Iterable[str] = (),
     output_from_evidence: bool = False,
+    map_scorers: bool = False,
 ) -> Path:
     """Convert an AEF run into an Inspect eval log at ``out_path`` (``.json`` or ``.eval``, by its suffix unless
     ``fmt`` says). The run must verify (IN-11, exit 1); a run with overlay events is refused unless
@@ -447,7 +463,7 @@ def to_inspect(
 
     check_file_destination(out, (run_dir,))  # absent, under a folder (OUT-1), not inside the run (OUT-2)
     header, samples = export_run(run_dir, ignore_overlays=ignore_overlays, withheld_ok=withheld_ok,
-                                 output_from_evidence=output_from_evidence)
+                                 output_from_evidence=output_from_evidence, map_scorers=map_scorers)
     write_log(out, header, samples, fmt=fmt)
     return out
 

@@ -82,12 +82,16 @@ LOSSES_FROM_INSPECT: tuple[Loss, ...] = (
          "back as both eval_id and run_id), task_id, task_version, task_display_name, task_attribs, task_args, "
          "solver_args, scorers, model_args, model_generate_config, the dataset's name and flags, eval.config but "
          "epochs and epochs_reducer, eval.packages (they come back naming the run's producer), tags, metadata and "
-         "invalidated",
+         "invalidated, and the revision of the code that ran it (eval.revision)",
          ("header:eval.run_id", "header:eval.task_id", "header:eval.task_version", "header:eval.task_display_name",
           "header:eval.task_attribs", "header:eval.task_args", "header:eval.task_args_passed",
           "header:eval.solver_args_passed", "header:eval.scorers", "header:eval.model_args",
           "header:eval.model_generate_config", "header:eval.dataset", "header:eval.config", "header:eval.packages",
-          "header:eval.created", "header:tags", "header:metadata", "header:invalidated"), source="aefgate"),
+          "header:eval.created", "header:eval.revision", "header:tags", "header:metadata", "header:invalidated"),
+         source="aefgate"),
+    Loss("A sample id that is a number comes back as its string (an AEF caseId is a string), and a log's status "
+         "cancelled as error (AEF has one status for a run that stopped, aborted)",
+         ("samples:id", "header:status"), source="aefgate"),
     Loss("The results block as Inspect wrote it: its EvalScores come back recomputed from the lines (IN-3, IN-9), "
          "with the export's names, metrics and params, and no headline",
          ("header:results",), source="aefgate"),
