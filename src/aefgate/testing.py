@@ -24,9 +24,14 @@ def assert_round_trip(path: str | os.PathLike[str], fmt: str, *, from_source: bo
     """Assert that ``path`` round-trips through ``fmt`` with only the losses the converters declare; ``options``
     go to the conversion steps that take them (``max_capture="full"``, ``ignore_overlays=True``, ...)."""
     from aefgate.api import fidelity
+    from aefgate.errors import Refusal
 
     p = Path(path)
-    report = fidelity(fmt, from_source=p, options=options) if from_source else fidelity(fmt, p, options=options)
+    try:
+        report = fidelity(fmt, from_source=p, options=options) if from_source else fidelity(fmt, p, options=options)
+    except Refusal as r:
+        raise AssertionError(f"the round trip through {fmt} could not start: [{r.rule}] at {r.where}: {r.message}") \
+            from None
     if not report.ok:
         raise AssertionError(report.summary())
     return report

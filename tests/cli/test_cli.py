@@ -63,6 +63,9 @@ def test_usage_errors_exit_2() -> None:
     assert p.returncode == 2 and one_json(p.stdout)["error"]["where"] == "--sealed-by"
     p = aefgate("verify", "x", "--bogus", "--json")
     assert p.returncode == 2 and one_json(p.stdout)["error"]["where"] == "--bogus"
+    p = aefgate("verify", "x", "--bogus")  # for people: the one line the README documents
+    assert p.returncode == 2 and p.stderr.startswith("error [CLI-2] at --bogus: No such option: --bogus")
+    assert len(p.stderr.strip().splitlines()) == 1
     p = aefgate("no-such-command")
     assert p.returncode == 2
     p = aefgate("aef", "run", "--bogus", "x")  # §9.3: a usage error is exit 2, nothing on stdout

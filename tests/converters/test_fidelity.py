@@ -64,6 +64,45 @@ def test_round_trips_of_runs_imported_from_real_inspect_logs(fmt: str, imported_
             assert "file:blobs" in report.kept or "file:blobs" not in report.fields, log
 
 
+def test_a_run_with_overlay_decisions_round_trips_through_events(tmp_path: Path):
+    """The decisions travel as feedback events dated after the seal; the way back does not import them (AEP-15),
+    nor take their time as the run's end."""
+    from tests.converters.test_inspect_aef import prepare
+
+    run = prepare("aef-inspect", "input", tmp_path)  # a sealed run with one sealed overlay batch
+    assert (run / "overlays").is_dir()
+    for fmt in ("aep", "cloudevents"):
+        report = fidelity(fmt, run)
+        assert report.ok, report.summary()
+        assert dict(report.lost)["file:overlays"] is not None
+
+
+def test_each_loss_is_declared_by_the_item_that_says_it():
+    """A scored line whose reason and reasoning both travel as one explanation: its reasoning's loss is aefgate's
+    item for lines that are not typed absences, never the page's item for typed absences."""
+    report = fidelity("inspect", EXAMPLES / "inspect-aef" / "run")
+    assert report.ok, report.summary()
+    texts = sorted(report.fields["results:reasoning.blob"].losses)  # typed absences' lines, and the failed one's
+    assert [t.split(":")[0][:48] for t in texts] == ["A typed absence's reason",
+                                                     "The reason and reasoning of a line that is not a"]
+    # without aefgate's item, the page's item for typed absences does not excuse the failed line's loss
+    import dataclasses
+
+    narrowed = Registry([dataclasses.replace(c, losses=tuple(x for x in c.losses if x.lines != "not_typed_absence"))
+                         for c in registry().converters])
+    report = fidelity("inspect", EXAMPLES / "inspect-aef" / "run", reg=narrowed)
+    assert "results:reasoning.blob" in report.undeclared
+    report = fidelity("aep", EXAMPLES / "aef-inspect" / "run", options={"max_capture": "none"})
+    assert report.ok and "results:order" not in report.fields  # no line came back: no order to judge
+
+
+def test_the_plugin_assertion_names_a_refusal():
+    from aefgate.testing import assert_round_trip
+
+    with pytest.raises(AssertionError, match=r"could not start: \[IN-1\] at run.json/suite"):
+        assert_round_trip(EXAMPLES / "otel-aef" / "run", "inspect")
+
+
 def test_a_run_the_export_refuses_is_refused_by_rule():
     with pytest.raises(Refusal) as e:
         fidelity("inspect", EXAMPLES / "otel-aef" / "run")
@@ -176,6 +215,7 @@ def test_cli_fidelity_json_is_one_value_and_exit_0(imported_runs):
 @pytest.mark.parametrize("args,rule", [
     (["fidelity", "inspect"], "CLI-2"),
     (["fidelity", "nosuch", str(EXAMPLES / "aef-inspect" / "run")], "CONV-1"),
+    (["fidelity", "nosuch", "/nonexistent-run"], "CONV-1"),
     (["fidelity", "inspect", str(EXAMPLES / "aef-inspect" / "run"), "--opt", "nosuch=1"], "CONV-3"),
     (["fidelity", "inspect", "--from-source", "/nonexistent.eval"], "CLI-1"),
     (["fidelity", "aep", "--from-source", str(SAMPLES / "inspect" / "basic.json")], "CONV-2"),

@@ -307,10 +307,10 @@ def formats(
         return
     table = Table(title="Formats (AEF 1.0 is the hub; `aefgate formats NAME` lists the losses)")
     for col in ("format", "import", "export", "direct", "fidelity"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for f in listing:
         if f["hub"]:
-            table.add_row("aef", "(hub)", "(hub)", "", "")
+            table.add_row("aef", "(hub)", "(hub)", "-", "-")
             continue
         direct = ", ".join(sorted({d["target"] if d["source"] == f["format"] else d["source"]
                                    for d in f["direct"]})) or "-"
@@ -325,7 +325,8 @@ def fidelity(
     fmt: str = typer.Argument(..., metavar="FORMAT", help="A format aefgate converts both ways (`aefgate formats`)."),
     run: Optional[Path] = typer.Argument(None, metavar="[RUN]", help="The run folder: AEF -> FORMAT -> AEF."),
     from_source: Optional[Path] = typer.Option(None, "--from-source", metavar="FILE", help="A file in FORMAT "
-                                               "instead of a run: FORMAT -> AEF -> FORMAT."),
+                                               "instead of a run: FORMAT -> AEF -> FORMAT, for the formats whose "
+                                               "mapping makes that meaningful (inspect; others refuse, CONV-2)."),
     opt: List[str] = typer.Option([], "--opt", help="A converter option, k=v (repeatable), for the step that "
                                   "takes it."),
     ignore_overlays: bool = typer.Option(False, "--ignore-overlays", help="Option `ignore_overlays`: round-trip a "
@@ -342,6 +343,7 @@ def fidelity(
     """
     from aefgate import api
 
+    api.list_formats(fmt)  # CONV-1 for a format no converter knows, before the input is looked at
     if (run is None) == (from_source is None):
         raise Refusal("CLI-2", "give a RUN or --from-source FILE (one of them)", "RUN")
     options: dict[str, object] = parse_opts(opt)
@@ -376,7 +378,7 @@ def fidelity(
                 label = item if len(item) <= 70 else item[:67] + "..."
                 c.print(f"  [yellow]lost[/]  {render.escape(f)}{where}  [dim](declared: {render.escape(label)})[/]")
         for loss in report.declared_but_kept:
-            c.print(f"  [cyan]declared but kept[/]  {render.escape(loss.text[:90])}")
+            c.print(f"  [cyan]declared but kept[/]  {render.escape(loss.text)}")
         if report.refusal is not None:
             r = report.refusal
             c.print("[bold red]the way back was refused[/]: "
@@ -465,8 +467,11 @@ def convert(
     else:
         c = render.console()
         c.print(f"wrote     {render.escape(str(dst))}")
-        for item in losses:
-            c.print(f"fidelity  {item['converter']}: {render.escape('; '.join(item['fidelity']))}")
+        for step in steps:
+            n = len(step.losses)
+            fmt_name = step.target if step.source == "aef" else step.source
+            c.print(f"fidelity  {step.name}: " + (f"{n} declared losses (`aefgate formats {fmt_name}` lists them)"
+                                                  if n else "exact"))
 
 
 # -- demo -----------------------------------------------------------------------------------------------------------
@@ -630,9 +635,15 @@ def run(argv: Optional[List[str]] = None) -> int:
         sys.stderr.write("aborted\n")
         return 130
     except ClickException as e:  # usage errors: a bad option, a missing argument (CLI-2, at the option)
+        where, message = _usage_where(e), e.format_message()
         if as_json:
-            render.emit_json({"error": {"rule": "CLI-2", "where": _usage_where(e), "message": e.format_message()}})
-        e.show()
+            render.emit_json({"error": {"rule": "CLI-2", "where": where, "message": message}})
+        if contract:
+            e.show()
+        else:
+            ctx = getattr(e, "ctx", None)
+            hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+            render.print_error("CLI-2", where, message + hint)
         return EXIT_INPUT
     except BrokenPipeError:  # the reader of stdout went away (| head): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

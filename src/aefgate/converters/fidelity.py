@@ -51,6 +51,7 @@ from aefgate.converters.registry import HUB, Converter, Loss, Registry, _step_op
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.times import parse_time
+from aefgate.formats.aef.vocab import TYPED_ABSENCES
 
 __all__ = ["FieldCount", "FidelityReport", "compare_runs", "fidelity", "fidelity_from_source", "seal_time"]
 
@@ -177,6 +178,10 @@ def _in_scope(loss: Loss, line: Mapping[str, Any] | None, case_root: bool) -> bo
         return True
     if loss.lines == "root":
         return line.get("parentResultId") is None
+    if loss.lines == "typed_absence":
+        return line.get("state") in TYPED_ABSENCES
+    if loss.lines == "not_typed_absence":
+        return line.get("state") not in TYPED_ABSENCES
     return not case_root  # not_case_root
 
 
@@ -406,7 +411,8 @@ def _compare_results(orig: Path, back: Path, report: FidelityReport) -> None:
         report.note("results:usage[].costSource", sb.get(key) == values)
     matched = [line["resultId"] for line in a_order if line["resultId"] in b_lines]
     in_back = set(matched)
-    report.note("results:order", matched == [line["resultId"] for line in b_order if line["resultId"] in in_back])
+    if matched:  # (no line came back: there is no order to speak of)
+        report.note("results:order", matched == [line["resultId"] for line in b_order if line["resultId"] in in_back])
     report.added.extend(sorted(added))
 
 

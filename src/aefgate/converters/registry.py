@@ -121,8 +121,9 @@ def _as_option(o: Option | Mapping[str, Any] | Sequence[Any]) -> Option:
 
 #: the lines a :class:`Loss` may be limited to (``lines=``), as the round-trip harness decides them on the original
 #: run: ``root`` (a line without a parent), ``not_case_root`` (every line but the first root line of its case and
-#: trial: children, rollups and a case's later roots)
-LINE_SCOPES = ("root", "not_case_root")
+#: trial: children, rollups and a case's later roots), ``typed_absence`` (a line whose state is one of [RES-1]'s
+#: typed absences) and ``not_typed_absence`` (any other line)
+LINE_SCOPES = ("root", "not_case_root", "typed_absence", "not_typed_absence")
 
 
 @dataclass(frozen=True)

@@ -128,12 +128,13 @@ class _Importer:
         if self.agent is None:
             self.agent = ev["agent"]
         self.levels.add(capture)
-        self.times.append((parse_time(time), time))
+        when = parse_time(time)
         aef = data.get("aef")
         if aef is not None and not isinstance(aef, dict):
             raise Refusal("AEP-13", "data.aef is a JSON object (AEP-10)", where)
-        if aef is not None and "decision" in aef:  # AEP-15: an overlay decision is not imported
+        if aef is not None and "decision" in aef:  # AEP-15: an overlay decision is not imported (nor its time)
             return
+        self.times.append((when, time))
         if aef is not None:
             for k, typ in (("parent", str), ("lane", str), ("metric", str), ("evaluator", str),
                            ("traceId", str), ("attack", dict), ("annotator", dict)):

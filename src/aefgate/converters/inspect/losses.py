@@ -21,7 +21,8 @@ LOSSES_TO_INSPECT: tuple[Loss, ...] = (
     Loss("The state: Inspect has no verdict, and one unscored value, NaN, for every typed absence",
          ("results:state",)),
     Loss("A typed absence's reason: it travels as the explanation and comes back as a reasoning blob (or not at all, "
-         "with contentCapture off), with the state's name as reason", ("results:reason", "results:reasoning")),
+         "with contentCapture off), with the state's name as reason", ("results:reason", "results:reasoning"),
+         lines="typed_absence"),
     Loss("The result tree and its aggregation, severity, verdict rules, thresholds and uncertainty",
          ("results:parentResultId", "results:component", "results:aggregation", "results:severity",
           "results:verdictRule", "results:uncertainty")),
@@ -55,6 +56,10 @@ LOSSES_TO_INSPECT: tuple[Loss, ...] = (
     Loss("A result line's ext: the table does not carry it (Score.metadata carries the state, which comes back as "
          "ext, IN-7)", ("results:ext",), source="aefgate"),
     Loss("Files under ext/ of the run folder", ("file:ext",), source="aefgate"),
+    Loss("The reason and reasoning of a line that is not a typed absence: Score.explanation holds one text (the "
+         "reason when the line has one, else the reasoning's text), which comes back as a reasoning blob (none with "
+         "contentCapture off); the other text is lost", ("results:reason", "results:reasoning"),
+         lines="not_typed_absence", source="aefgate"),
     Loss("The order of the result lines: an import writes them in the order the log gives its samples, a case's "
          "rollups after its epochs when the log is a .eval (read case by case) and after all samples when it is a "
          ".json", ("results:order",), source="aefgate"),
@@ -109,7 +114,9 @@ LOSSES_FROM_INSPECT: tuple[Loss, ...] = (
     Loss("Score.answer, Score.history and a score's reason: AEF keeps the answer as evidence and the reason in ext, "
          "and the AEF -> Inspect table writes neither back", ("samples:scores.*.answer", "samples:scores.*.history",
                                                                "samples:scores.*.reason"), source="aefgate"),
-    Loss("Empty content: an output without choices, an empty explanation and an empty scores object give no "
-         "evidence and no line (IN-8), so they come back absent",
-         ("samples:output", "samples:scores.*.explanation", "samples:scores"), source="aefgate"),
+    Loss("Empty content: an output without choices and an empty explanation give no evidence (IN-8), so they come "
+         "back absent", ("samples:output", "samples:scores.*.explanation"), source="aefgate"),
+    Loss("A sample stopped before it was scored (empty scores) comes back with one unscored Score (NaN) per scorer, "
+         "its error as the explanation: the import writes one error line per scorer for it (IN-8)",
+         ("samples:scores",), source="aefgate"),
 )
