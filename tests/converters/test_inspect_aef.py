@@ -261,9 +261,9 @@ def assert_same_run(mine: Path, ref: Path) -> None:
         if rel.startswith("blobs/"):
             assert a.read_bytes() == b.read_bytes(), rel
             continue
-        if rel.endswith(".ndjson"):
+        if rel.endswith((".ndjson", ".jsonl")):
             va = [x for _, x in jsonio.iter_ndjson(a)]
-            vb = [json.loads(x) for x in b.read_text().splitlines()]
+            vb = [json.loads(x) for x in b.read_text(encoding="utf-8").split("\n") if x]
         else:
             va, vb = jsonio.read_json(a, max_size=jsonio.MAX_SEAL), json.loads(b.read_text())
         if rel == "run.json":

@@ -596,9 +596,9 @@ def _show_demo(run_dir: Path, run: dict, rows: list[dict], entries: list[dict], 
 # -- entry point ----------------------------------------------------------------------------------------------------
 
 
-from aefgate.cli import aep_cmds, inspect_cmds, overlay_cmds, publish_cmds, serve_cmds  # noqa: E402
+from aefgate.cli import aep_cmds, inspect_cmds, otel_cmds, overlay_cmds, publish_cmds, serve_cmds  # noqa: E402
 
-for _commands in (overlay_cmds, inspect_cmds, aep_cmds, publish_cmds, serve_cmds):
+for _commands in (overlay_cmds, inspect_cmds, aep_cmds, otel_cmds, publish_cmds, serve_cmds):
     _commands.register(app, aef_app)
 
 

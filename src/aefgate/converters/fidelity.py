@@ -23,8 +23,9 @@ Field names, AEF cycle:
 - ``run.json:<dotted path>`` for each leaf of ``run.json`` (lists compared whole);
 - ``file:<name>`` for each other file or folder at the run's top (``file:blobs``: every blob of the original is
   back; JSON files compared as values, NDJSON/JSONL line by line as values, others as bytes);
-- ``results:resultId`` (the line came back), ``results:<member>`` and ``results:<member>.<sub>`` for each member
-  of a result line matched by ``resultId`` (one level of objects opened), ``results:scores[].<member>`` (scores
+- ``results:(line)`` (the line came back: paired by ``resultId``, or by the import converter's ``match_lines``
+  where the format cannot keep ids), ``results:<member>`` and ``results:<member>.<sub>`` for each member of a
+  paired line, ``resultId`` included (one level of objects opened), ``results:scores[].<member>`` (scores
   matched by metric, or paired when each line has one), ``results:usage`` (the line's entries),
   ``results:usage(totals)`` (token and cost sums per case, trial and role) and ``results:usage[].costSource``,
   ``results:order`` (the order of the lines).
@@ -300,17 +301,18 @@ def fidelity(fmt: str, run_dir: str | os.PathLike[str], *, options: Mapping[str,
             report.refusal = r
             return report
         report.back_outcome = _outcome(work / "back")
-        compare_runs(root, work / "back", report)
+        compare_runs(root, work / "back", report, imp.match_lines(root) if imp.match_lines else None)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return report
 
 
-def compare_runs(orig: Path, back: Path, report: FidelityReport) -> FidelityReport:
-    """Compare the run at ``back`` with the original at ``orig`` into ``report`` (see the module docstring)."""
+def compare_runs(orig: Path, back: Path, report: FidelityReport, key: Any = None) -> FidelityReport:
+    """Compare the run at ``back`` with the original at ``orig`` into ``report`` (see the module docstring); lines
+    are paired by ``key(line, original)`` (default: their ``resultId``)."""
     _compare_run_json(orig, back, report)
     _compare_files(orig, back, report)
-    _compare_results(orig, back, report)
+    _compare_results(orig, back, report, key or (lambda line, original: line["resultId"]))
     return report
 
 
@@ -368,10 +370,10 @@ def _usage_totals(lines: Iterable[Mapping[str, Any]]) -> tuple[Counter, dict]:
     return totals, sources
 
 
-def _compare_results(orig: Path, back: Path, report: FidelityReport) -> None:
+def _compare_results(orig: Path, back: Path, report: FidelityReport, pair: Any) -> None:
     a_order = [line for _, line in jsonio.iter_ndjson(orig / "results.ndjson")]
     b_order = [line for _, line in jsonio.iter_ndjson(back / "results.ndjson")]
-    b_lines = {line["resultId"]: line for line in b_order}
+    b_lines = {pair(line, False): line for line in b_order}
     first_roots: set[str] = set()
     seen: set[tuple] = set()
     for line in a_order:
@@ -382,13 +384,13 @@ def _compare_results(orig: Path, back: Path, report: FidelityReport) -> None:
     added: set[str] = set()
     for a in a_order:
         rid = a["resultId"]
-        b = b_lines.get(rid)
+        b = b_lines.get(pair(a, True))
         case_root = rid in first_roots
-        report.note("results:resultId", b is not None, a, case_root=case_root)
+        report.note("results:(line)", b is not None, a, case_root=case_root)
         if b is None:
             continue
         for k, v in a.items():
-            if k in ("resultId", "usage"):
+            if k == "usage":
                 continue
             if k == "scores":
                 _compare_scores(v, b.get("scores") or [], report, a, case_root)
@@ -409,10 +411,10 @@ def _compare_results(orig: Path, back: Path, report: FidelityReport) -> None:
         report.note("results:usage(totals)", all(same(v, tb.get(k)) for k, v in ta.items() if k[:3] == key))
     for key, values in sa.items():
         report.note("results:usage[].costSource", sb.get(key) == values)
-    matched = [line["resultId"] for line in a_order if line["resultId"] in b_lines]
+    matched = [pair(line, True) for line in a_order if pair(line, True) in b_lines]
     in_back = set(matched)
     if matched:  # (no line came back: there is no order to speak of)
-        report.note("results:order", matched == [line["resultId"] for line in b_order if line["resultId"] in in_back])
+        report.note("results:order", matched == [pair(line, False) for line in b_order if pair(line, False) in in_back])
     report.added.extend(sorted(added))
 
 

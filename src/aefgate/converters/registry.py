@@ -194,7 +194,9 @@ class Converter:
 
     What the round-trip harness (:mod:`aefgate.converters.fidelity`) needs, on an import (``X -> aef``):
     ``back_options(run_dir) -> dict``, the options that import an export of the run at ``run_dir`` back as that
-    run (its run id, times, modes: so result ids match, [RES-4]); for the source cycle ``X -> aef -> X``,
+    run (its run id, times, modes: so result ids match, [RES-4]); ``match_lines(run_dir)``, where the format
+    cannot keep result ids, a ``key(line, original)`` that pairs a line of the original with the line that came
+    back (default: the ``resultId``); for the source cycle ``X -> aef -> X``,
     ``records(path)``, the source file as comparable records (``(kind, key, JSON value)``). On an export
     (``aef -> X``): ``round_trip_options``, the options it takes in a round trip unless the caller gives others.
     ``suffix`` is the file suffix an output it writes takes where the caller names none (a route's intermediate
@@ -211,6 +213,7 @@ class Converter:
     origin: str = field(default="", compare=False)  # the entry point it came from, set by discovery
     back_options: Callable[[Path], dict] | None = field(default=None, compare=False)
     records: Callable[[Path], Iterable[tuple[str, str, Any]]] | None = field(default=None, compare=False)
+    match_lines: Callable[[Path], Callable[[dict, bool], Any]] | None = field(default=None, compare=False)
     round_trip_options: Mapping[str, Any] = field(default_factory=dict, compare=False)
     suffix: str = ""
 

@@ -1,0 +1,92 @@
+"""OpenTelemetry commands: ``aefgate import otel`` and ``aefgate export otel`` (interop/opentelemetry.md, implemented
+by :mod:`aefgate.converters.otel`; OTLP files by :mod:`aefgate.formats.otlp`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from aefgate.cli import render
+from aefgate.cli.inspect_cmds import JSON_OPT, export_app, import_app
+
+
+def register(app, aef_app) -> None:
+    """The commands hang on the shared ``import`` and ``export`` groups (added by :mod:`aefgate.cli.inspect_cmds`)."""
+
+
+@import_app.command("otel")
+def import_otel(
+    logs: List[Path] = typer.Argument(..., metavar="LOGS...", help="OTLP logs, one or more: an OTLP/JSON file (one "
+                                      "LogsData per line, the file exporter's form), a protobuf request body (.pb, "
+                                      "gzip or not), or a folder of them."),
+    out: Path = typer.Argument(..., metavar="OUT", help="The run folder to write (absent or empty)."),
+    traces: List[Path] = typer.Option([], "--traces", help="OTLP traces the events belong to (a file or a folder; "
+                                      "repeatable): kept in traces.otlp.jsonl."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="The runId (default: otel-<digest of the input>)."),
+    from_tool: Optional[str] = typer.Option(None, "--from", help="imported.from: the tool that wrote the input."),
+    subject: Optional[str] = typer.Option(None, "--subject", help="subject.ref (default: agent:<service.name>)."),
+    subject_kind: str = typer.Option("agent", "--subject-kind", help="subject.kind."),
+    target_mode: str = typer.Option("live", "--target-mode", help="execution.targetMode: live, replayed, scripted "
+                                    "or mocked (the converter's claim, listed in imported.asserted)."),
+    content_capture: str = typer.Option("on", "--content-capture", help="on, or off (a record with content is "
+                                        "then refused: content-capture, [SEC-6])."),
+    at: Optional[str] = typer.Option(None, "--at", help="The seal's sealedAt, RFC 3339 UTC (default: now); also "
+                                     "the run's times when no event has one (OT-4)."),
+    key: Optional[Path] = typer.Option(None, "--key", help="Sign the seal with this PKCS#8 PEM private key."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Import OpenTelemetry gen_ai.evaluation.result events (and their traces) as an AEF run, sealed ingest
+    (interop/opentelemetry.md, OpenTelemetry -> AEF).
+
+    Example: aefgate import otel logs.otlp.jsonl runs/evals --traces traces.otlp.jsonl --subject agent:travel
+    """
+    from aefgate.converters.otel.importer import from_otel
+    from aefgate.formats.aef import jsonio
+    from aefgate.formats.aef.seal import seal_run_hash
+    from aefgate.formats.aef.signatures import signing_key_of
+    from aefgate.fsutil import count_lines
+
+    signing_key = signing_key_of(key)  # before anything is written
+    run_dir = from_otel(logs, out, traces=traces, run_id=run_id, source=from_tool, subject=subject,
+                        subject_kind=subject_kind, target_mode=target_mode, content_capture=content_capture, at=at,
+                        key=signing_key)
+    run = jsonio.read_json(run_dir / "run.json")
+    lines = count_lines(run_dir / "results.ndjson")
+    run_hash = seal_run_hash(run_dir)
+    signed = (run_dir / "attestation.dsse.json").exists()
+    if as_json:
+        render.emit_json({"input": [str(x) for x in logs], "output": str(run_dir), "runId": run["runId"], "status": run["status"],
+                          "results": lines, "outcome": "intact", "runHash": run_hash, "signed": signed})
+        return
+    c = render.console()
+    c.print(f"imported  {render.escape(', '.join(map(str, logs)))} -> {render.escape(str(run_dir))}")
+    c.print(f"run id    {render.escape(run['runId'])} ({run['status']}, {lines} result lines)")
+    c.print(f"outcome   intact ({'signed' if signed else 'unsigned'}), sealed ingest")
+    c.print(f"run hash  {run_hash}")
+
+
+@export_app.command("otel")
+def export_otel(
+    run: Path = typer.Argument(..., metavar="RUN", help="The run folder."),
+    out: Path = typer.Argument(..., metavar="OUT", help="The OTLP/JSON logs file to write (one LogsData per line)."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Export a run that verifies as OpenTelemetry gen_ai.evaluation.result events: one OTLP/JSON LogsData line per
+    result line, one record per score (interop/opentelemetry.md, AEF -> OpenTelemetry; OT-8: a run that does not
+    verify is refused, exit 1).
+
+    Example: aefgate export otel runs/refunds out/refunds.otlp.jsonl
+    """
+    from aefgate.cli.inputs import require_dir
+    from aefgate.converters.otel.exporter import to_otel
+    from aefgate.fsutil import count_lines
+
+    require_dir(run)
+    path = to_otel(run, out)
+    n = count_lines(path)
+    if as_json:
+        render.emit_json({"run": str(run), "output": str(path), "lines": n})
+        return
+    render.console().print(f"exported  {render.escape(str(run))} -> {render.escape(str(path))} ({n} LogsData lines)")

@@ -1,0 +1,93 @@
+"""OpenTelemetry <-> AEF: the converter of ``../shared/spec/aef/interop/opentelemetry.md`` (rules OT-1 .. OT-9, as
+the page's checked examples name them; ``../shared/spec/README.md``).
+
+The converter shape (docs/design/converters.md): :mod:`.importer` (OTLP logs and traces -> an imported run),
+:mod:`.exporter` (a run -> ``gen_ai.evaluation.result`` events), :mod:`.losses` (the page's "What does not carry
+over" as data); this module registers both directions (entry point ``otel``). The OTLP file layer (OTLP/JSON and
+protobuf) is :mod:`aefgate.formats.otlp`. aefgate's choices: ``docs/mappings/otel.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Hashable
+
+from aefgate.converters.otel.losses import LOSSES_FROM_OTEL, LOSSES_TO_OTEL
+from aefgate.converters.registry import Converter, Option
+
+__all__ = ["CONVERTERS", "LOSSES_FROM_OTEL", "LOSSES_TO_OTEL", "back_options", "match_lines"]
+
+
+def _import(src: Any, dst: Any, *, traces: str | None = None, run_id: str | None = None, **options: Any) -> Path:
+    from aefgate.converters.otel.importer import from_otel
+
+    if "from" in options:
+        options["source"] = options.pop("from")
+    return from_otel(src, dst, traces=[traces] if traces else [], run_id=run_id,
+                     **{k: v for k, v in options.items() if v is not None})
+
+
+def _export(src: Any, dst: Any, **_: Any) -> Path:
+    from aefgate.converters.otel.exporter import to_otel
+
+    return to_otel(src, dst)
+
+
+def back_options(run_dir: Path) -> dict[str, Any]:
+    """The import options that bring an export of ``run_dir`` back as close to it as the page allows: its subject,
+    target mode and seal time. The run id and the paths cannot come back (the page: the importer builds them), so
+    the lines are paired by :func:`match_lines`."""
+    from aefgate.converters.fidelity import seal_time
+    from aefgate.formats.aef import jsonio
+
+    run = jsonio.read_json(Path(run_dir) / "run.json")
+    subject = run.get("subject") or {}
+    return {"subject": subject.get("ref"), "subject_kind": subject.get("kind", "agent"),
+            "target_mode": (run.get("execution") or {}).get("targetMode", "live"), "at": seal_time(run_dir)}
+
+
+def match_lines(run_dir: Path) -> Callable[[dict, bool], Hashable]:
+    """How a line of the original and a line that came back are the same result: the case, the trial and the
+    metric (the event's name; a line without scores is named after its summary entry's metric, OT-1)."""
+    from aefgate.converters.otel.exporter import _summary_names
+
+    names = _summary_names(Path(run_dir))
+
+    def key(line: dict, original: bool) -> Hashable:
+        if not original:
+            return line["caseId"], line["path"]
+        scores = line.get("scores") or []
+        return line["caseId"], scores[0]["metric"] if scores else names.get(line["path"])
+
+    return key
+
+
+CONVERTERS = [
+    Converter(
+        "otel-to-aef", "otel", "aef", _import,
+        options=[
+            Option("traces", "an OTLP traces file (or a folder of them) the events belong to", str, None),
+            Option("run_id", "the runId to write (default: otel-<digest of the input>)", str, None),
+            Option("from", "imported.from: the tool that wrote the input", str, None),
+            Option("subject", "subject.ref (default: agent:<service.name>)", str, None),
+            Option("subject_kind", "subject.kind", str, "agent"),
+            Option("target_mode", "execution.targetMode: live, replayed, scripted or mocked", str, "live"),
+            Option("content_capture", "contentCapture: on, or off (records with content are then refused)", str,
+                   "on"),
+            Option("at", "the seal's sealedAt, RFC 3339 UTC (default: now)", str, None),
+            Option("key", "a private key (PKCS#8 PEM) that signs the seal", str, None),
+        ],
+        losses=LOSSES_FROM_OTEL,
+        description="OTLP logs (OTLP/JSON lines or protobuf bodies) and traces into an imported AEF run, sealed "
+                    "ingest (interop/opentelemetry.md)",
+        back_options=back_options,
+        match_lines=match_lines,
+    ),
+    Converter(
+        "aef-to-otel", "aef", "otel", _export,
+        losses=LOSSES_TO_OTEL,
+        description="AEF runs into OTLP/JSON gen_ai.evaluation.result events, one LogsData line per result line "
+                    "(interop/opentelemetry.md)",
+        suffix=".jsonl",
+    ),
+]

@@ -1,0 +1,156 @@
+"""AEF -> OpenTelemetry (interop/opentelemetry.md, "AEF -> OpenTelemetry"; rules OT-1, OT-2, OT-3, OT-7, OT-8,
+OT-9): a run that verifies -> one OTLP/JSON ``LogsData`` line per result line, one ``gen_ai.evaluation.result``
+record per score (or one without a value for a line without scores).
+
+- OT-8: only a run that verifies (``intact``, or ``unsealed``: a running run) is exported; else exit 1.
+- OT-7: the sealed lines, in file order; overlays are not applied.
+- OT-2: scope ``agenteval``; the resource holds ``service.name`` from ``subject.telemetry.serviceName`` (no resource
+  without one).
+- OT-1: a line without scores is named after the summary entry's metric at its path; a line whose name the summary
+  does not give is refused.
+- OT-3: a run with ``contentCapture: off`` writes no explanation; else the line's ``reason``, or its reasoning blob's
+  text.
+- OT-9: refused as a whole: a reasoning blob that is not UTF-8 or over 4 MiB, a time ``timeUnixNano`` cannot hold.
+
+Each record: ``timeUnixNano`` (the line's ``endedAt``, else ``startedAt``), ``eventName``, ``traceId``/``spanId``
+(``traceLink``), then the attributes ``gen_ai.evaluation.name``, ``gen_ai.evaluation.score.value``,
+``gen_ai.evaluation.score.label`` (the state, RUN-14), ``error.type`` (``_OTHER`` for ``state: error``),
+``gen_ai.evaluation.explanation``, ``test.case.name``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.formats.aef import jsonio
+from aefgate.formats.otlp import time_to_nanos
+from aefgate.progress import task as progress_task
+
+__all__ = ["export_records", "to_otel"]
+
+EVENT = "gen_ai.evaluation.result"
+SCOPE = "agenteval"
+MAX_REASONING = 4 * 1024 * 1024  # OT-9
+MAX_NANOS = 2**64 - 1  # fixed64: up to 2554
+
+
+def _s(key: str, value: str) -> dict:
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def _verified(root: Path) -> dict:
+    from aefgate.formats.aef.verifier import verify_run
+
+    if not (root / "run.json").is_file():
+        raise Refusal("CLI-1", "not a run folder (no run.json)", str(root))
+    v = verify_run(root)
+    if v.outcome == "invalid" or v.problems:
+        where, code = v.problems[0] if v.problems else ("", "invalid")
+        raise Refusal("OT-8", f"the run does not verify ({v.outcome}: {code} at {where}); only a run that verifies "
+                              "is exported", where or str(root), exit_code=EXIT_INTEGRITY)
+    return jsonio.read_json(root / "run.json")
+
+
+def _summary_names(root: Path) -> dict[str, str]:
+    """path -> the metric of the summary's (first) entry at that path (OT-1)."""
+    out: dict[str, str] = {}
+    p = root / "summary.json"
+    if p.is_file():
+        for lane in jsonio.read_json(p).get("lanes", []):
+            for e in lane.get("metrics", []):
+                out.setdefault(e["path"], e["metric"])
+    return out
+
+
+def _explanation(root: Path, line: dict, content_on: bool, where: str) -> str | None:
+    if not content_on:  # OT-3
+        return None
+    if line.get("reason"):
+        return line["reason"]
+    reasoning = line.get("reasoning")
+    if not isinstance(reasoning, dict) or "blob" not in reasoning:
+        return None
+    from aefgate.formats.aef.runfs import blob_path
+
+    hexd = reasoning["blob"].split(":", 1)[1]
+    p = root / blob_path(hexd)
+    if p.stat().st_size > MAX_REASONING:
+        raise Refusal("OT-9", f"the reasoning blob is over {MAX_REASONING} bytes", where)
+    try:
+        return p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise Refusal("OT-9", "the reasoning blob is not UTF-8: no explanation can hold it", where) from None
+
+
+def _nanos(line: dict, where: str) -> str | None:
+    t = line.get("endedAt") or line.get("startedAt")
+    if t is None:
+        return None
+    try:
+        n = time_to_nanos(t)
+    except ValueError:
+        raise Refusal("OT-9", f"{t} is before 1970: timeUnixNano cannot hold it", where) from None
+    if n > MAX_NANOS:
+        raise Refusal("OT-9", f"{t} is past 2554: timeUnixNano cannot hold it", where)
+    return str(n)
+
+
+def export_records(run_dir: str | os.PathLike[str]) -> Iterator[dict]:
+    """The run's ``LogsData`` objects, one per result line (see the module docstring). The run is verified first
+    (OT-8); a refusal of any line refuses the whole export (OT-9)."""
+    root = Path(run_dir)
+    run = _verified(root)
+    service = ((run.get("subject") or {}).get("telemetry") or {}).get("serviceName")
+    content_on = run.get("contentCapture") != "off"
+    names = _summary_names(root)
+    resource = {"resource": {"attributes": [_s("service.name", service)]}} if service else {}
+    with progress_task("export results.ndjson", None, "lines") as bar:
+        for lineno, line in jsonio.iter_ndjson(root / "results.ndjson"):
+            bar.advance()
+            where = f"results.ndjson:{lineno}"
+            head: dict[str, Any] = {}
+            nanos = _nanos(line, where)
+            if nanos is not None:
+                head["timeUnixNano"] = nanos
+            head["eventName"] = EVENT
+            link = line.get("traceLink") or {}
+            if link.get("traceId"):
+                head["traceId"] = link["traceId"]
+                if link.get("spanId"):
+                    head["spanId"] = link["spanId"]
+            tail = [_s("gen_ai.evaluation.score.label", line["state"])]
+            if line["state"] == "error":
+                tail.append(_s("error.type", "_OTHER"))
+            expl = _explanation(root, line, content_on, where)
+            if expl is not None:
+                tail.append(_s("gen_ai.evaluation.explanation", expl))
+            tail.append(_s("test.case.name", line["caseId"]))
+            records = []
+            scores = line.get("scores") or []
+            if scores:
+                for s in scores:
+                    attrs = [_s("gen_ai.evaluation.name", s["metric"]),
+                             {"key": "gen_ai.evaluation.score.value", "value": {"doubleValue": s["value"]}}]
+                    records.append({**head, "attributes": attrs + tail})
+            else:
+                name = names.get(line["path"])
+                if name is None:
+                    raise Refusal("OT-1", f"a line without scores at {line['path']!r}, and no summary entry names "
+                                          "its metric: the event has no name", where)
+                records.append({**head, "attributes": [_s("gen_ai.evaluation.name", name)] + tail})
+            yield {"resourceLogs": [{**resource, "scopeLogs": [{"scope": {"name": SCOPE}, "logRecords": records}]}]}
+
+
+def to_otel(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> Path:
+    """The run's evaluation events as an OTLP/JSON logs file (one ``LogsData`` per line), written atomically:
+    nothing appears at ``out_path`` unless every line was exported."""
+    from aefgate.fsutil import atomic_lines, check_file_destination, parents_for
+
+    out = Path(out_path)
+    check_file_destination(out, (run_dir,))
+    with parents_for(out):
+        atomic_lines(out, (jsonio.dump_line(doc) for doc in export_records(run_dir)))
+    return out

@@ -1,0 +1,257 @@
+"""OTLP logs and traces, in both encodings (OTLP specification 1.x, "OTLP/JSON" and protobuf).
+
+- **OTLP/JSON** (what a run's ``logs.otlp.jsonl`` / ``traces.otlp.jsonl`` and OpenTelemetry's file exporter hold):
+  one ``LogsData`` / ``TracesData`` object per line, lowerCamelCase keys, trace and span ids as lowercase hex,
+  64-bit integers as decimal strings; unknown fields are ignored by readers. Lines are read strictly (I-JSON,
+  :mod:`aefgate.formats.aef.jsonio`), one at a time.
+- **OTLP protobuf**: a request body (``ExportLogsServiceRequest`` / ``ExportTraceServiceRequest``, the same fields
+  as ``LogsData`` / ``TracesData``), parsed and written by ``opentelemetry-proto``'s generated messages, never by
+  hand; gzip-compressed bodies are read too. :func:`to_json` and :func:`from_json` convert between the two with
+  protobuf's own JSON mapping plus OTLP/JSON's one difference (ids in hex, not base64).
+
+Refusals: ``OTLP-1`` a file or body that is not OTLP in the encoding it claims (with its place: ``file:line``).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import gzip
+import os
+import zlib
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+from aefgate.errors import Refusal
+from aefgate.formats.aef import jsonio
+
+__all__ = [
+    "SIGNALS",
+    "attributes",
+    "decode_body",
+    "encode_body",
+    "from_json",
+    "iter_file",
+    "nanos_to_time",
+    "time_to_nanos",
+    "to_json",
+    "value_of",
+]
+
+SIGNALS = ("logs", "traces")
+_TOP = {"logs": "resourceLogs", "traces": "resourceSpans"}
+MAX_BODY = 64 * 1024 * 1024  # a decompressed request body, at most (a gzip bomb is refused past it)
+
+
+def _request_type(signal: str) -> Any:
+    if signal == "logs":
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+        return ExportLogsServiceRequest
+    if signal == "traces":
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        return ExportTraceServiceRequest
+    raise ValueError(f"signal is logs or traces, not {signal!r}")
+
+
+# -- ids: hex in OTLP/JSON, base64 in protobuf's JSON mapping ------------------------------------------------------
+
+
+def _items_with_ids(doc: Mapping[str, Any], signal: str) -> Iterator[tuple[dict, tuple[str, ...]]]:
+    def lst(x: Any, key: str) -> list:
+        v = x.get(key) if isinstance(x, dict) else None
+        return v if isinstance(v, list) else []
+
+    if signal == "logs":
+        for rl in lst(doc, "resourceLogs"):
+            for sl in lst(rl, "scopeLogs"):
+                for rec in lst(sl, "logRecords"):
+                    if isinstance(rec, dict):
+                        yield rec, ("traceId", "spanId")
+    else:
+        for rs in lst(doc, "resourceSpans"):
+            for ss in lst(rs, "scopeSpans"):
+                for sp in lst(ss, "spans"):
+                    if isinstance(sp, dict):
+                        yield sp, ("traceId", "spanId", "parentSpanId")
+                        for link in lst(sp, "links"):
+                            if isinstance(link, dict):
+                                yield link, ("traceId", "spanId")
+
+
+def _recode_ids(doc: dict, signal: str, to_hex: bool, where: str) -> dict:
+    for item, keys in _items_with_ids(doc, signal):
+        for k in keys:
+            v = item.get(k)
+            if not isinstance(v, str) or v == "":
+                continue
+            try:
+                item[k] = base64.b64decode(v, validate=True).hex() if to_hex else \
+                    base64.b64encode(bytes.fromhex(v)).decode("ascii")
+            except ValueError:
+                raise Refusal("OTLP-1", f"{k} {v!r} is not {'base64' if to_hex else 'hex'}", where) from None
+    return doc
+
+
+def to_json(message: Any, signal: str, where: str = "") -> dict:
+    """A protobuf request (or ``LogsData`` / ``TracesData``) as its OTLP/JSON object."""
+    from google.protobuf.json_format import MessageToDict
+
+    doc = MessageToDict(message, use_integers_for_enums=True)
+    return _recode_ids(doc, signal, True, where)
+
+
+def from_json(doc: Mapping[str, Any], signal: str, where: str = "") -> Any:
+    """An OTLP/JSON object as the protobuf request of its signal (unknown fields ignored, as OTLP/JSON says)."""
+    import copy
+
+    from google.protobuf.json_format import ParseDict, ParseError
+
+    d = _recode_ids(copy.deepcopy(dict(doc)), signal, False, where)
+    msg = _request_type(signal)()
+    try:
+        ParseDict(d, msg, ignore_unknown_fields=True)
+    except (ParseError, ValueError, TypeError) as e:
+        raise Refusal("OTLP-1", f"not OTLP/JSON {signal}: {e}", where) from None
+    return msg
+
+
+def decode_body(data: bytes, signal: str, *, content_type: str = "application/x-protobuf",
+                content_encoding: str | None = None, where: str = "") -> dict:
+    """An OTLP/HTTP request body (protobuf or JSON, gzip or not) as its OTLP/JSON object. ``OTLP-1`` for one that
+    does not decode; ``OTLP-2`` for one that decompresses past :data:`MAX_BODY`."""
+    if (content_encoding or "").lower() == "gzip" or data[:2] == b"\x1f\x8b":
+        data = _gunzip(data, where)
+    ctype = (content_type or "").split(";")[0].strip().lower()
+    if ctype == "application/json":
+        try:
+            doc = jsonio.loads(data, max_size=MAX_BODY)
+        except jsonio.JsonProblem as e:
+            raise Refusal("OTLP-1", f"not JSON: {e.reason}", where) from None
+        if not isinstance(doc.get(_TOP[signal], []), list):
+            raise Refusal("OTLP-1", f"{_TOP[signal]} is a list", where)
+        from_json(doc, signal, where)  # the same checks a protobuf body gets (types, ids)
+        return doc
+    from google.protobuf.message import DecodeError
+
+    msg = _request_type(signal)()
+    try:
+        msg.ParseFromString(data)
+    except (DecodeError, ValueError) as e:
+        raise Refusal("OTLP-1", f"not an OTLP protobuf {signal} request: {e}", where) from None
+    return to_json(msg, signal, where)
+
+
+def encode_body(doc: Mapping[str, Any], signal: str, encoding: str = "protobuf") -> bytes:
+    """An OTLP/JSON object as a request body: ``protobuf`` (the default of OTLP/HTTP) or ``json``."""
+    if encoding == "json":
+        return jsonio.dumps(doc)
+    return from_json(doc, signal).SerializeToString()
+
+
+def _gunzip(data: bytes, where: str) -> bytes:
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = d.decompress(data, MAX_BODY + 1)
+    except zlib.error as e:
+        raise Refusal("OTLP-1", f"not gzip: {e}", where) from None
+    if len(out) > MAX_BODY or d.unconsumed_tail:
+        raise Refusal("OTLP-2", f"the body decompresses past {MAX_BODY} bytes", where)
+    return out
+
+
+# -- files ---------------------------------------------------------------------------------------------------------
+
+
+def iter_file(path: str | os.PathLike[str], signal: str) -> Iterator[tuple[str, dict]]:
+    """The OTLP/JSON objects of a file, one at a time, with their place: a ``.pb`` file is one protobuf request
+    body (gzip or not); any other file is OTLP/JSON, one object per line (the file exporter's form)."""
+    p = Path(path)
+    if p.suffix.lower() in (".pb", ".protobuf", ".bin"):
+        data = p.read_bytes()
+        yield f"{p}", decode_body(data, signal, where=str(p))
+        return
+    with open(p, "rb") as f:
+        head = f.read(2)
+        f.seek(0)
+        stream: Any = gzip.GzipFile(fileobj=f) if head == b"\x1f\x8b" else f
+        try:
+            for lineno, raw in jsonio.iter_lines(stream, max_lines=1 << 62):
+                where = f"{p}:{lineno}"
+                if raw is None:
+                    raise Refusal("OTLP-1", f"a line over {jsonio.MAX_DOC} bytes", where)
+                try:
+                    doc = jsonio.loads(raw)
+                except jsonio.JsonProblem as e:
+                    raise Refusal("OTLP-1", f"not an OTLP/JSON object: {e.reason}", where) from None
+                if not isinstance(doc.get(_TOP[signal], []), list):
+                    raise Refusal("OTLP-1", f"not OTLP/JSON {signal}: {_TOP[signal]} is not a list", where)
+                yield where, doc
+        except jsonio.JsonProblem as e:
+            raise Refusal("OTLP-1", f"not OTLP/JSON lines: {e.reason}", str(p)) from None
+        except (OSError, EOFError, zlib.error) as e:
+            raise Refusal("OTLP-1", f"cannot read {p.name}: {e}", str(p)) from None
+
+
+# -- values --------------------------------------------------------------------------------------------------------
+
+
+def value_of(any_value: Any) -> Any:
+    """An OTLP/JSON ``AnyValue`` as a Python value (``intValue`` as int; arrays and kvlists recursively); None for
+    an empty one."""
+    if not isinstance(any_value, dict) or not any_value:
+        return None
+    k, v = next(iter(any_value.items()))
+    if k == "intValue":
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            return v
+    if k == "doubleValue":
+        return float(v) if isinstance(v, str) else v
+    if k == "arrayValue":
+        return [value_of(x) for x in (v or {}).get("values", [])]
+    if k == "kvlistValue":
+        return {kv.get("key"): value_of(kv.get("value")) for kv in (v or {}).get("values", [])}
+    return v
+
+
+def attributes(attrs: Iterable[Any] | None) -> dict[str, Any]:
+    """A list of OTLP/JSON ``KeyValue`` as ``{key: AnyValue}`` (the raw value object, the last of a repeated
+    key)."""
+    out: dict[str, Any] = {}
+    for a in attrs or ():
+        if isinstance(a, dict) and isinstance(a.get("key"), str):
+            out[a["key"]] = a.get("value")
+    return out
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def nanos_to_time(nanos: Any) -> str | None:
+    """``timeUnixNano`` (a decimal string or an integer) as an [ENC-8] UTC time, fraction digits trimmed; None for
+    0 or absent (unknown)."""
+    if nanos in (None, "", 0, "0"):
+        return None
+    n = int(nanos)
+    secs, frac = divmod(n, 1_000_000_000)
+    t = _EPOCH + datetime.timedelta(seconds=secs)
+    text = t.strftime("%Y-%m-%dT%H:%M:%S")
+    digits = f"{frac:09d}".rstrip("0")
+    return text + ("." + digits if digits else "") + "Z"
+
+
+def time_to_nanos(text: str) -> int:
+    """An [ENC-8] UTC time as nanoseconds since 1970 (``ValueError`` for one that is not, or is before 1970)."""
+    from aefgate.formats.aef.times import parse_time
+
+    secs, nanos = parse_time(text)
+    unix = secs - _EPOCH_ORDINAL_SECS
+    if unix < 0:
+        raise ValueError("before 1970")
+    return unix * 1_000_000_000 + nanos
+
+
+_EPOCH_ORDINAL_SECS = datetime.date(1970, 1, 1).toordinal() * 86400

@@ -1,0 +1,174 @@
+"""OpenTelemetry <-> AEF (interop/opentelemetry.md, rules OT-1 .. OT-9): every step and refusal of the page's three
+checked examples (otel-aef, aef-otel-aef, aef-otel-aef-redteam), compared as JSON values; the real SDK's requests in
+../shared/samples/otel (protobuf bodies and their OTLP/JSON form give the same run); the round trip through the
+registry's harness against the page's "What does not carry over"."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from aefgate.converters.fidelity import fidelity
+from aefgate.converters.otel.exporter import to_otel
+from aefgate.converters.otel.importer import from_otel
+from aefgate.errors import Refusal
+from aefgate.formats.aef import jsonio
+from aefgate.formats.aef.verifier import verify_run
+from tests._shared import EXAMPLES, SAMPLES, copy_run
+from tests.conftest import aefgate, one_json
+from tests.converters.test_inspect_aef import assert_same_run, metrics_from_lines
+
+OPTION = {"--run-id": "run_id", "--from": "source", "--subject": "subject", "--subject-kind": "subject_kind",
+          "--target-mode": "target_mode", "--at": "at", "--content-capture": "content_capture"}
+
+
+def _expected(example: str) -> dict:
+    return json.loads((EXAMPLES / example / "expected.json").read_text())
+
+
+def _from_otel_args(args: list[str]) -> tuple[str, dict]:
+    assert args[0] == "from-otel" and args[2] == "{out}"
+    return args[1], {OPTION[args[i]]: args[i + 1] for i in range(3, len(args), 2)}
+
+
+def _lines(path: Path) -> list:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").split("\n") if x]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> Path:
+    """to-otel of aef-otel-aef's input (the corpus run completed-eval without overlays: aef-inspect/input)."""
+    return to_otel(EXAMPLES / "aef-inspect" / "input", tmp_path_factory.mktemp("otel") / "otel.jsonl")
+
+
+def test_to_otel_gives_the_examples_events(exported: Path):
+    # the example's otel.jsonl is not in shared/; its run keeps it byte for byte (logs.otlp.jsonl, the README)
+    assert _lines(exported) == _lines(EXAMPLES / "aef-otel-aef" / "run" / "logs.otlp.jsonl")
+    page_block = _lines(EXAMPLES / "otel-aef" / "input.jsonl")[0]  # the page's worked example, line 3 of otel.jsonl
+    assert _lines(exported)[2] == page_block
+
+
+@pytest.mark.parametrize("example", ["otel-aef", "aef-otel-aef", "aef-otel-aef-redteam"])
+def test_from_otel_steps_reproduce(example: str, exported: Path, tmp_path: Path):
+    step = [s for s in _expected(example)["steps"] if s["args"][0] == "from-otel"][0]
+    src, opts = _from_otel_args(step["args"])
+    source = exported if example == "aef-otel-aef" else EXAMPLES / example / src
+    out = from_otel(source, tmp_path / "run", **opts)
+    assert verify_run(out).outcome == "intact"
+    assert_same_run(out, EXAMPLES / example / step["expected"])
+
+
+@pytest.mark.parametrize("ref", _expected("otel-aef")["refusals"], ids=lambda r: f"{r['args'][1]}-{r['says']}")
+def test_from_otel_refusals(ref: dict, tmp_path: Path):
+    src, opts = _from_otel_args(ref["args"])
+    with pytest.raises(Refusal) as e:
+        from_otel(EXAMPLES / "otel-aef" / src, tmp_path / "out", **opts)
+    assert e.value.rule == ref["says"], e.value
+    assert e.value.exit_code == 2 and e.value.where
+    assert not (tmp_path / "out").exists()
+
+
+def _refusal_run(name: str, tmp: Path) -> Path:
+    """An aef-otel-aef refusal folder completed as ../shared/spec/README.md says: result-id-mismatch over its input;
+    the two running runs with the metrics their lines score."""
+    src = EXAMPLES / "aef-otel-aef" / "refusals" / name
+    if name == "result-id-mismatch":
+        d = copy_run(EXAMPLES / "aef-inspect" / "input", tmp / name)
+        for p in src.rglob("*"):
+            if p.is_file():
+                shutil.copyfile(p, d / p.relative_to(src))
+        return d
+    d = copy_run(src, tmp / name)
+    metrics_from_lines(d)
+    return d
+
+
+@pytest.mark.parametrize("name,rule,code", [("result-id-mismatch", "OT-8", 1), ("before-1970", "OT-9", 2),
+                                            ("reasoning-not-utf8", "OT-9", 2)])
+def test_to_otel_refusals(name: str, rule: str, code: int, tmp_path: Path):
+    run = _refusal_run(name, tmp_path)
+    if rule == "OT-9":
+        assert verify_run(run).outcome == "unsealed"  # a running run that verifies: refused by OT-9, not OT-8
+    with pytest.raises(Refusal) as e:
+        to_otel(run, tmp_path / "out.jsonl")
+    assert (e.value.rule, e.value.exit_code) == (rule, code)
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_round_trip_loses_exactly_the_pages_list():
+    """aefgate fidelity otel on the example's input: every loss declared; what the example keeps is kept, and every
+    field it says is lost is lost (or absent from the run)."""
+    report = fidelity("otel", EXAMPLES / "aef-inspect" / "input")
+    assert report.ok and report.back_outcome == "intact", report.summary()
+    rt = _expected("aef-otel-aef")["roundTrip"]
+    kept = set(report.kept)
+    for item in rt["kept"]:
+        for f in item["fields"]:
+            if f.startswith("results:reasoning"):  # its text comes back as reason
+                assert "results:reason" in kept or "results:reason" in report.added
+            elif f == "results:traceLink":
+                assert {"results:traceLink.traceId", "results:traceLink.spanId"} <= kept
+            else:
+                assert f in kept, f
+    lost = {f for f, _ in report.lost}
+    for item in rt["lost"]:
+        for f in item.get("fields", []):
+            prefix = "run.json:" if f == "run.json" else f
+            seen = [x for x in report.fields if x == prefix or x.startswith((prefix + ".", prefix))]
+            if not seen:  # the corpus run's overlays: aef-inspect/input is that run without them (README)
+                assert f == "file:overlays", f
+                continue
+            assert set(seen) & lost, (item["item"], f)
+
+
+def test_the_sdk_requests_json_and_protobuf_give_one_run(tmp_path: Path):
+    s = SAMPLES / "otel"
+    a = from_otel(s / "logs.otlp.jsonl", tmp_path / "json", traces=[s / "traces.otlp.jsonl"], at="2026-12-01T00:00:00Z")
+    b = from_otel([s / "logs-1.pb", s / "logs-2.pb"], tmp_path / "pb", traces=[s / "traces-1.pb", s / "traces-2.pb"],
+                  at="2026-12-01T00:00:00Z")
+    files = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file())
+    for rel in files:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+    assert verify_run(a).outcome == "intact"
+    run = jsonio.read_json(a / "run.json")
+    assert run["subject"]["telemetry"] == {"agentId": "asst_travel_01", "serviceName": "travel-assistant-evals"}
+    lines = [x for _, x in jsonio.iter_ndjson(a / "results.ndjson")]
+    assert [(x["caseId"], x["path"], x["state"]) for x in lines] == [
+        ("book-flight-basic", "Relevance", "scored"), ("book-flight-basic", "Groundedness", "scored"),
+        ("refund-policy", "Relevance", "scored"), ("refund-policy", "Groundedness", "error")]
+    assert lines[1]["scores"] == [{"metric": "Groundedness", "value": 0.92, "label": "pass"}]
+    assert lines[3]["reason"] and "scores" not in lines[3]
+    assert all(x["traceLink"]["spanId"] for x in lines)  # each event's parent span is in traces.otlp.jsonl
+    # every request the SDK sent is kept, as its OTLP/JSON form
+    assert _lines(a / "logs.otlp.jsonl") == _lines(s / "logs.otlp.jsonl")
+    assert _lines(a / "traces.otlp.jsonl") == _lines(s / "traces.otlp.jsonl")
+
+
+def test_cli_import_export_convert(exported: Path, tmp_path: Path):
+    s = SAMPLES / "otel"
+    p = aefgate("import", "otel", s / "logs-1.pb", s / "logs-2.pb", tmp_path / "run", "--traces", s / "traces-1.pb",
+                "--traces", s / "traces-2.pb", "--at", "2026-12-01T00:00:00Z", "--json")
+    assert p.returncode == 0, p.stderr
+    doc = one_json(p.stdout)
+    assert doc["outcome"] == "intact" and doc["results"] == 4
+    p = aefgate("export", "otel", EXAMPLES / "aef-inspect" / "input", tmp_path / "out.jsonl", "--json")
+    assert p.returncode == 0, p.stderr
+    assert one_json(p.stdout)["lines"] == 9
+    assert (tmp_path / "out.jsonl").read_bytes() == exported.read_bytes()
+    p = aefgate("export", "otel", tmp_path / "run", tmp_path / "again.jsonl")  # an error line without a summary name
+    assert p.returncode == 2 and "[OT-1]" in p.stderr and not (tmp_path / "again.jsonl").exists()
+    p = aefgate("convert", EXAMPLES / "otel-aef" / "input.jsonl", tmp_path / "conv", "--from", "otel", "--to",
+                "aef", "--run-id", "otel-import-0001", "--from-tool", "hand-written OTLP/JSON (opentelemetry.md)",
+                "--subject", "agent:support/support-triage", "--at", "2026-10-09T00:00:00Z", "--json")
+    assert p.returncode == 0, p.stderr
+    assert_same_run(tmp_path / "conv", EXAMPLES / "otel-aef" / "run")
+    p = aefgate("import", "otel", EXAMPLES / "otel-aef" / "refusals" / "pending.jsonl", tmp_path / "x", "--json")
+    assert p.returncode == 2 and one_json(p.stdout)["error"]["rule"] == "OT-6" and not (tmp_path / "x").exists()
+    p = aefgate("fidelity", "otel", EXAMPLES / "aef-inspect" / "input", "--json")
+    assert p.returncode == 0 and one_json(p.stdout)["ok"] is True
+    for cmd in (["import", "otel"], ["export", "otel"]):
+        assert aefgate(*cmd, "--help").returncode == 0
