@@ -172,3 +172,97 @@ def test_cli_import_export_convert(exported: Path, tmp_path: Path):
     assert p.returncode == 0 and one_json(p.stdout)["ok"] is True
     for cmd in (["import", "otel"], ["export", "otel"]):
         assert aefgate(*cmd, "--help").returncode == 0
+
+
+# -- export otel --to: OTLP/HTTP into a loopback receiver -----------------------------------------------------------
+
+
+class _Receiver:
+    """A loopback OTLP/HTTP receiver (the standard library's HTTP server): keeps every request; answers the first
+    ``busy`` requests 503 with Retry-After: 0, then 200 (an empty ExportLogsServiceResponse)."""
+
+    def __init__(self, busy: int = 0, status: int = 200) -> None:
+        import http.server
+        import threading
+
+        self.requests: list[tuple[str, dict, bytes]] = []
+        self.busy, self.status = busy, status
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.requests.append((self.path, dict(self.headers), body))
+                if outer.busy > 0:
+                    outer.busy -= 1
+                    self.send_response(503)
+                    self.send_header("Retry-After", "0")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(outer.status)
+                msg = b"" if outer.status == 200 else b"bad request: nope\n"
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(msg)))
+                self.end_headers()
+                self.wfile.write(msg)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_export_to_an_otlp_http_endpoint(exported: Path, tmp_path: Path):
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from aefgate.formats.otlp import from_json
+
+    run = EXAMPLES / "aef-inspect" / "input"
+    rx = _Receiver(busy=1)
+    try:
+        p = aefgate("export", "otel", run, "--to", rx.url, "--header", "api-key=s3cret", "--json")
+        assert p.returncode == 0, p.stderr
+        doc = one_json(p.stdout)
+        assert doc["logs"]["records"] == 9 and doc["logs"]["attempts"] == 2  # a 503, Retry-After 0, then 200
+        logs = [r for r in rx.requests if r[0] == "/v1/logs"]
+        traces = [r for r in rx.requests if r[0] == "/v1/traces"]
+        assert len(logs) == 2 and logs[0][2] == logs[1][2]  # the retried request is the same body
+        got = ExportLogsServiceRequest()
+        got.ParseFromString(logs[1][2])  # decoded by opentelemetry-proto itself
+        assert logs[1][1]["Content-Type"] == "application/x-protobuf" and logs[1][1]["api-key"] == "s3cret"
+        want = ExportLogsServiceRequest()
+        for line in _lines(exported):
+            want.resource_logs.extend(from_json(line, "logs").resource_logs)
+        assert got == want  # the records received are the file export's
+        got_t = ExportTraceServiceRequest()
+        got_t.ParseFromString(traces[0][2])
+        assert len(got_t.resource_spans[0].scope_spans[0].spans) == 2  # the run's own traces
+        # JSON encoding
+        rx.requests.clear()
+        p = aefgate("export", "otel", run, "--to", rx.url + "/v1/logs", "--encoding", "json")
+        assert p.returncode == 0, p.stderr
+        body = json.loads(rx.requests[0][2])
+        assert body["resourceLogs"] == [rl for line in _lines(exported) for rl in line["resourceLogs"]]
+    finally:
+        rx.close()
+    bad = _Receiver(status=400)
+    try:  # a final error: exit 1, the endpoint and the status named
+        p = aefgate("export", "otel", run, "--to", bad.url, "--json")
+        assert p.returncode == 1
+        err = one_json(p.stdout)["error"]
+        assert err["rule"] == "OTLP-3" and "HTTP 400: bad request: nope" in err["message"]
+        assert bad.url + "/v1/logs" in err["where"]
+    finally:
+        bad.close()
+    p = aefgate("export", "otel", run, "--to", "ftp://x", "--json")
+    assert p.returncode == 2 and one_json(p.stdout)["error"]["rule"] == "PUB-1"
+    p = aefgate("export", "otel", run, tmp_path / "f.jsonl", "--to", "http://127.0.0.1:9", "--json")
+    assert p.returncode == 2 and one_json(p.stdout)["error"]["rule"] == "CLI-2"

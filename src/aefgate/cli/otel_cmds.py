@@ -70,20 +70,59 @@ def import_otel(
 @export_app.command("otel")
 def export_otel(
     run: Path = typer.Argument(..., metavar="RUN", help="The run folder."),
-    out: Path = typer.Argument(..., metavar="OUT", help="The OTLP/JSON logs file to write (one LogsData per line)."),
+    out: Optional[Path] = typer.Argument(None, metavar="[OUT]", help="The OTLP/JSON logs file to write (one "
+                                         "LogsData per line); or --to."),
+    to: Optional[str] = typer.Option(None, "--to", help="An OTLP/HTTP endpoint (http(s)://host:4318): POST the "
+                                     "events to /v1/logs (with the run's other log records) and the run's traces "
+                                     "to /v1/traces, instead of writing a file."),
+    encoding: str = typer.Option("protobuf", "--encoding", help="With --to: protobuf (the default of OTLP/HTTP) "
+                                 "or json."),
+    header: List[str] = typer.Option([], "--header", help="With --to: a request header K=V (repeatable), e.g. an "
+                                     "API key; never written anywhere."),
+    retries: int = typer.Option(5, "--retries", help="With --to: retries of a request (429, 502, 503, 504, "
+                                "connection errors; Retry-After honoured)."),
+    timeout: float = typer.Option(30.0, "--timeout", help="With --to: seconds a request may take, retries "
+                                  "included."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Export a run that verifies as OpenTelemetry gen_ai.evaluation.result events: one OTLP/JSON LogsData line per
     result line, one record per score (interop/opentelemetry.md, AEF -> OpenTelemetry; OT-8: a run that does not
-    verify is refused, exit 1).
+    verify is refused, exit 1), to a file or, with --to, to an OTLP/HTTP endpoint (exit 1 when a request is given
+    up or refused: OTLP-3, naming the endpoint and its answer).
 
-    Example: aefgate export otel runs/refunds out/refunds.otlp.jsonl
+    Examples: aefgate export otel runs/refunds out/refunds.otlp.jsonl;
+    aefgate export otel runs/refunds --to http://127.0.0.1:4318 --header "api-key=..."
     """
     from aefgate.cli.inputs import require_dir
+    from aefgate.errors import Refusal
+
+    require_dir(run)
+    if (out is None) == (to is None):
+        raise Refusal("CLI-2", "give OUT (a file) or --to URL (an OTLP/HTTP endpoint), one of them", "OUT")
+    if to is not None:
+        from aefgate.bus.retry import Policy
+        from aefgate.converters.otel.exporter import send_otel
+
+        headers = {}
+        for pair in header:
+            k, sep, v = pair.partition("=")
+            if not sep or not k.strip():
+                raise Refusal("CLI-2", "a header is written K=V", "--header")
+            headers[k.strip()] = v
+        if retries < 0 or timeout <= 0:
+            raise Refusal("CLI-2", "--retries is 0 or more and --timeout more than 0", "--retries")
+        sent = send_otel(run, to, encoding=encoding, headers=headers, policy=Policy(retries=retries, timeout=timeout))
+        if as_json:
+            render.emit_json({"run": str(run), "to": to, **sent})
+            return
+        c = render.console()
+        for signal, rep in sent.items():
+            c.print(f"sent      {signal}: {rep['records']} records in {rep['requests']} requests to "
+                    f"{render.escape(rep['endpoint'])}" + (f", {rep['rejected']} rejected" if rep["rejected"] else ""))
+        return
     from aefgate.converters.otel.exporter import to_otel
     from aefgate.fsutil import count_lines
 
-    require_dir(run)
     path = to_otel(run, out)
     n = count_lines(path)
     if as_json:

@@ -29,7 +29,7 @@ from aefgate.formats.aef import jsonio
 from aefgate.formats.otlp import time_to_nanos
 from aefgate.progress import task as progress_task
 
-__all__ = ["export_records", "to_otel"]
+__all__ = ["export_records", "send_otel", "to_otel"]
 
 EVENT = "gen_ai.evaluation.result"
 SCOPE = "agenteval"
@@ -153,4 +153,43 @@ def to_otel(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str]) -
     check_file_destination(out, (run_dir,))
     with parents_for(out):
         atomic_lines(out, (jsonio.dump_line(doc) for doc in export_records(run_dir)))
+    return out
+
+
+def _own_logs(root: Path) -> Iterator[dict]:
+    """The run's own ``logs.otlp.jsonl``, without its ``gen_ai.evaluation.result`` records (the export sends the
+    lines' events instead: an imported run's events would otherwise arrive twice)."""
+    p = root / "logs.otlp.jsonl"
+    if not p.is_file():
+        return
+    for _, doc in jsonio.iter_ndjson(p):
+        kept = []
+        for rl in doc.get("resourceLogs") or ():
+            scopes = []
+            for sl in rl.get("scopeLogs") or ():
+                recs = [r for r in sl.get("logRecords") or () if r.get("eventName") != EVENT]
+                if recs:
+                    scopes.append({**sl, "logRecords": recs})
+            if scopes:
+                kept.append({**rl, "scopeLogs": scopes})
+        if kept:
+            yield {"resourceLogs": kept}
+
+
+def send_otel(run_dir: str | os.PathLike[str], url: str, *, encoding: str = "protobuf",
+              headers: dict[str, str] | None = None, policy: Any = None) -> dict[str, Any]:
+    """Send the run over OTLP/HTTP to ``url``: its evaluation events (as :func:`export_records` makes them) and the
+    other records of its own ``logs.otlp.jsonl`` to ``/v1/logs``, its ``traces.otlp.jsonl`` to ``/v1/traces``.
+    Nothing is sent before the run verified (OT-8) and every line was mapped (OT-1, OT-9): the events are built
+    first. Returns what each signal's requests carried; ``OTLP-3`` (exit 1) when a request is given up or refused."""
+    from aefgate.bus.otlp_http import send
+
+    root = Path(run_dir)
+    events = list(export_records(root))  # every refusal before the first request
+    logs = send(url, "logs", [*events, *_own_logs(root)], encoding=encoding, headers=headers, policy=policy)
+    out: dict[str, Any] = {"logs": logs.to_json()}
+    traces = root / "traces.otlp.jsonl"
+    if traces.is_file():
+        out["traces"] = send(url, "traces", (doc for _, doc in jsonio.iter_ndjson(traces)), encoding=encoding,
+                             headers=headers, policy=policy).to_json()
     return out
