@@ -15,7 +15,8 @@ import typer
 
 from aefgate.cli import render
 
-serve_app = typer.Typer(name="serve", help="Long-running services: serve ingest (AEP events -> sealed AEF runs).",
+serve_app = typer.Typer(name="serve", help="Long-running services: serve ingest (AEP events -> sealed AEF runs), "
+                        "serve otlp (OpenTelemetry evaluation events -> sealed AEF runs).",
                         no_args_is_help=True)
 
 
@@ -79,3 +80,44 @@ def ingest(
     c.print(f"stopped   {s['received']} messages, {s['events']} events journaled, {s['runs']} runs sealed "
             f"({s['sealed_events']} events, {s['duplicates']} duplicates), {s['forwarded']} forwarded to other "
             f"nodes, {s['dead']} dead-lettered")
+
+
+@serve_app.command("otlp")
+def otlp(
+    out: Path = typer.Option(..., "--out", help="The folder of the runs (one run folder per run id); OUT/.otlp holds "
+                             "the receiver's journal."),
+    listen: str = typer.Option("127.0.0.1:4318", "--listen", help="HOST:PORT of the OTLP/HTTP receiver "
+                               "(/v1/logs, /v1/traces, /healthz)."),
+    metrics_listen: Optional[str] = typer.Option(None, "--metrics-listen", help="HOST:PORT for Prometheus metrics "
+                                                 "(/metrics)."),
+    idle: float = typer.Option(5.0, "--idle", help="Seconds without a new record after which a run is complete and "
+                               "sealed."),
+    max_body: int = typer.Option(16 * 1024 * 1024, "--max-body", help="The largest request body, in bytes, before "
+                                 "or after gzip (413 above)."),
+    queue: int = typer.Option(1024, "--queue", help="Requests that may wait for the journal; past it, 503 with "
+                              "Retry-After."),
+    subject: Optional[str] = typer.Option(None, "--subject", help="subject.ref of the runs (default: "
+                                          "agent:<service.name>)."),
+    key: Optional[Path] = typer.Option(None, "--key", help="Sign each run's seal with this PKCS#8 PEM private "
+                                       "key."),
+    as_json: bool = typer.Option(False, "--json", help="Write the counters as one JSON value on stdout when the "
+                                 "receiver stops."),
+) -> None:
+    """Receive OpenTelemetry evaluation events over OTLP/HTTP and write each run, sealed ingest, when it goes idle
+    (docs/gateway.md). A request is answered 200 only once its records are in an fsynced journal; SIGTERM seals the
+    open runs, then stops.
+
+    Example: aefgate serve otlp --listen 127.0.0.1:4318 --out runs/ --metrics-listen 127.0.0.1:9464
+    """
+    from aefgate.bus.otlp_receiver import serve
+    from aefgate.formats.aef.signatures import signing_key_of
+
+    signing_key = signing_key_of(key)  # before anything is written
+
+    def say(line: str) -> None:
+        render.console().print(render.escape(line), soft_wrap=True)
+
+    counts = serve(out, listen=listen, metrics_listen=metrics_listen, idle=idle, key=signing_key,
+                   max_body=max_body, queue=queue, subject=subject, say=say)
+    if as_json:
+        render.emit_json(counts)

@@ -1,0 +1,528 @@
+"""``aefgate serve otlp``: an OTLP/HTTP receiver that turns evaluation events into sealed runs (docs/gateway.md).
+
+An application points its standard OTLP/HTTP exporter at it (``OTEL_EXPORTER_OTLP_ENDPOINT``). The HTTP layer is
+aiohttp's server (``aiohttp.web``); this module holds what the receiver does with a request:
+
+1. **Intake** (``POST /v1/logs``, ``POST /v1/traces``; protobuf or JSON, gzip or not). A body over ``max_body``
+   is 413; one that decompresses past its bound (a gzip bomb) is 413; one that does not decode is 400 (with a
+   ``google.rpc.Status`` body, as the OTLP/HTTP specification says). A gzip body is decompressed as it is read
+   (aiohttp), never past the bound. Each ``gen_ai.evaluation.result`` record is
+   checked on its own against the page's rules (OT-6: a name, a case, a placeable state); a record that fails is
+   rejected and counted in the answer's ``partial_success`` with the first reason. Everything else is accepted.
+2. **Journal.** The accepted request is appended to ``OUT/.otlp/journal.ndjson`` and the file fsynced (requests
+   arriving together share one fsync) before the answer 200: a crash loses nothing that was acknowledged. When
+   more than ``queue`` requests wait for the journal, the answer is 503 with ``Retry-After: 1``.
+3. **Runs.** Records are grouped into runs: by ``test.suite.run.id`` when the record or its resource carries one,
+   else by ``service.name``; a run is sealed when its group has been idle for ``idle`` seconds (or at SIGTERM). Its
+   spans are those of the traces its events are parented to. The run is written by the OpenTelemetry importer
+   (:func:`aefgate.converters.otel.importer.from_otel`: imported, sealed ``ingest``, ``--key`` signs it) into
+   ``OUT/<runId>``, atomically; then the journal records it as sealed. A retried request's records (the same record
+   twice in a group) are kept once.
+4. **Restart.** The journal is replayed: sealed runs are skipped (a run folder that exists is not written again),
+   open groups are rebuilt and sealed when idle. A torn last line (a crash mid-write) is dropped: it was never
+   acknowledged.
+
+``GET /healthz`` answers 200 once the journal is open. Prometheus metrics (``prometheus-client``) on their own
+listener: requests by signal and status, records received and rejected, runs sealed and refused, the journal's
+size and the queue's depth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from aefgate.errors import Refusal
+from aefgate.formats.aef import jsonio
+from aefgate.formats.otlp import MAX_BODY, attributes, decode_body, value_of
+
+__all__ = ["Receiver", "serve"]
+
+EVENT = "gen_ai.evaluation.result"
+RUN_ID_KEY = "test.suite.run.id"
+_ID_BAD = re.compile(r"[^A-Za-z0-9._:-]")
+
+
+def _run_id_part(text: str) -> str:
+    return _ID_BAD.sub("_", text)[:100] or "run"
+
+
+# -- the journal ----------------------------------------------------------------------------------------------------
+
+
+class Journal:
+    """An append-only file of JSON lines, fsynced per batch of appends."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.entries = list(self._replay())
+        self.f = open(path, "ab")
+        self.size = self.f.tell()
+        self.lock = threading.Lock()
+
+    def _replay(self):
+        if not self.path.exists():
+            return
+        good = 0
+        with open(self.path, "rb") as f:
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break  # a torn last line: never acknowledged
+                try:
+                    entry = json.loads(raw)
+                except ValueError:
+                    break
+                good += len(raw)
+                yield entry
+        if good != self.path.stat().st_size:
+            with open(self.path, "r+b") as f:
+                f.truncate(good)
+                os.fsync(f.fileno())
+
+    def append(self, lines: list[bytes]) -> None:
+        with self.lock:  # the writer's thread and the sealer both append
+            self.f.write(b"".join(lines))
+            self.f.flush()
+            os.fsync(self.f.fileno())
+            self.size = self.f.tell()
+
+    def close(self) -> None:
+        self.f.close()
+
+
+# -- grouping into runs ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Group:
+    key: tuple[str, str]
+    run_id: str
+    service: str | None
+    docs: list[dict] = field(default_factory=list)
+    seen: set[bytes] = field(default_factory=set)
+    trace_ids: set[str] = field(default_factory=set)
+    events: int = 0
+    last: float = 0.0
+
+
+class Assembler:
+    """Records -> groups (one future run each); spans by trace id."""
+
+    def __init__(self, sealed: set[str]) -> None:
+        self.groups: dict[tuple[str, str], Group] = {}
+        self.spans: dict[str, list[dict]] = {}  # trace id -> TracesData subsets holding its spans
+        self.sealed = sealed
+        self.taken: set[str] = set(sealed)
+
+    def _group(self, key: tuple[str, str], service: str | None, seq: int, now: float) -> Group:
+        g = self.groups.get(key)
+        if g is None:
+            base = _run_id_part(key[1]) if key[0] == "run" else f"{_run_id_part(key[1])}-{seq:08d}"
+            rid = base if base not in self.taken else f"{base}-{seq:08d}"
+            self.taken.add(rid)
+            g = self.groups[key] = Group(key, rid, service)
+        g.last = now
+        return g
+
+    def add_logs(self, seq: int, doc: dict, now: float) -> None:
+        for rl in doc.get("resourceLogs") or ():
+            res = attributes((rl.get("resource") or {}).get("attributes"))
+            service = value_of(res.get("service.name"))
+            service = service if isinstance(service, str) and service else None
+            res_run = value_of(res.get(RUN_ID_KEY))
+            for sl in rl.get("scopeLogs") or ():
+                for rec in sl.get("logRecords") or ():
+                    run = value_of(attributes(rec.get("attributes")).get(RUN_ID_KEY)) or res_run
+                    key = ("run", str(run)) if run else ("svc", service or "unknown")
+                    g = self._group(key, service, seq, now)
+                    canon = jsonio.dumps({"r": rl.get("resource"), "s": sl.get("scope"), "x": rec})
+                    digest = hashlib.sha256(canon).digest()
+                    if digest in g.seen:
+                        continue  # a retried request's record
+                    g.seen.add(digest)
+                    piece = {k: v for k, v in rl.items() if k != "scopeLogs"}
+                    piece["scopeLogs"] = [{**{k: v for k, v in sl.items() if k != "logRecords"},
+                                           "logRecords": [rec]}]
+                    g.docs.append({"resourceLogs": [piece]})
+                    if rec.get("eventName") == EVENT:
+                        g.events += 1
+                        if isinstance(rec.get("traceId"), str) and rec["traceId"]:
+                            g.trace_ids.add(rec["traceId"].lower())
+
+    def add_traces(self, doc: dict) -> None:
+        for rs in doc.get("resourceSpans") or ():
+            for ss in rs.get("scopeSpans") or ():
+                by_trace: dict[str, list] = {}
+                for sp in ss.get("spans") or ():
+                    by_trace.setdefault(str(sp.get("traceId", "")).lower(), []).append(sp)
+                for tid, spans in by_trace.items():
+                    piece = {**{k: v for k, v in rs.items() if k != "scopeSpans"},
+                             "scopeSpans": [{**{k: v for k, v in ss.items() if k != "spans"}, "spans": spans}]}
+                    self.spans.setdefault(tid, []).append({"resourceSpans": [piece]})
+
+    def idle(self, now: float, window: float) -> list[Group]:
+        return [g for g in self.groups.values() if now - g.last >= window]
+
+    def take(self, g: Group) -> tuple[list[dict], list[dict]]:
+        """A group's logs and the traces of its events, removed from the state."""
+        self.groups.pop(g.key, None)
+        traces = [d for tid in sorted(g.trace_ids) for d in self.spans.pop(tid, [])]
+        return g.docs, traces
+
+
+# -- intake checks ---------------------------------------------------------------------------------------------------
+
+
+def check_records(doc: dict, where: str) -> tuple[dict, int, str]:
+    """The logs request without the evaluation events the page cannot place (OT-6), the number rejected and the
+    first reason."""
+    from aefgate.converters.otel.importer import _Events
+
+    rejected, first = 0, ""
+    for rl in doc.get("resourceLogs") or ():
+        for sl in rl.get("scopeLogs") or ():
+            kept = []
+            for rec in sl.get("logRecords") or ():
+                if rec.get("eventName") == EVENT:
+                    try:
+                        _Events(True)._event(rec, where)
+                    except Refusal as e:
+                        rejected += 1
+                        first = first or f"[{e.rule}] {e.message}"
+                        continue
+                kept.append(rec)
+            sl["logRecords"] = kept
+    return doc, rejected, first
+
+
+# -- the receiver -----------------------------------------------------------------------------------------------------
+
+
+class Receiver:
+    def __init__(self, out: Path, *, idle: float = 5.0, key: Any = None, max_body: int = 16 * 1024 * 1024,
+                 queue: int = 1024, subject: str | None = None, say: Callable[[str], None] | None = None,
+                 metrics: Any = None) -> None:
+        self.out = out
+        self.idle_window = idle
+        self.key = key
+        self.max_body = max_body
+        self.subject = subject
+        self.say = say or (lambda s: None)
+        self.state = out / ".otlp"
+        self.journal = Journal(self.state / "journal.ndjson")
+        self.queue: asyncio.Queue | None = None
+        self.queue_bound = queue
+        self.metrics = metrics
+        self.counts = {"requests": 0, "events": 0, "records": 0, "runs": 0}
+        self.asm = Assembler(set())
+        self.seq = 0
+        now = time.monotonic()
+        for e in self.journal.entries:  # replay, in order: the same groups and run ids as before the stop
+            if "seq" in e:
+                self.seq = max(self.seq, e["seq"])
+                self._apply(e, now)
+            elif "sealed" in e:
+                for g in list(self.asm.groups.values()):
+                    if g.run_id == e["sealed"]:
+                        self.asm.take(g)
+                self.asm.sealed.add(e["sealed"])
+        self.journal.entries = []
+        self.ready = True
+
+    def _apply(self, entry: dict, now: float) -> None:
+        if entry["signal"] == "logs":
+            self.asm.add_logs(entry["seq"], entry["doc"], now)
+        else:
+            self.asm.add_traces(entry["doc"])
+
+    # -- HTTP ---------------------------------------------------------------------------------------------------
+
+    async def handle(self, request: Any, signal_name: str) -> Any:
+        from aiohttp import web
+
+        ctype = request.headers.get("Content-Type", "application/x-protobuf")
+        as_json = ctype.split(";")[0].strip().lower() == "application/json"
+        if request.content_length is not None and request.content_length > self.max_body:
+            return self._error(413, f"the body is over {self.max_body} bytes", as_json, signal_name)
+        try:
+            body = await request.content.read(self.max_body + 1)
+        except Exception:
+            return self._error(400, "the body could not be read", as_json, signal_name)
+        if len(body) > self.max_body:
+            return self._error(413, f"the body is over {self.max_body} bytes", as_json, signal_name)
+        try:  # (aiohttp has undone a Content-Encoding: gzip as it read, within the bound above)
+            doc = decode_body(body, signal_name, content_type=ctype, where="body")
+        except Refusal as e:
+            return self._error(413 if e.rule == "OTLP-2" else 400, e.message, as_json, signal_name)
+        rejected, reason = 0, ""
+        if signal_name == "logs":
+            doc, rejected, reason = check_records(doc, "body")
+        assert self.queue is not None
+        if self.queue.full():
+            self._count(signal_name, 503)
+            return web.Response(status=503, headers={"Retry-After": "1"}, text="the journal is behind\n")
+        self.seq += 1
+        seq = self.seq
+        line = jsonio.dump_line({"seq": seq, "signal": signal_name, "doc": doc})
+        done = asyncio.get_running_loop().create_future()
+        self.queue.put_nowait((line, done))
+        await done  # fsynced
+        self._apply({"seq": seq, "signal": signal_name, "doc": doc}, time.monotonic())
+        n = _records(doc, signal_name)
+        self.counts["requests"] += 1
+        self.counts["records"] += n
+        if self.metrics is not None:
+            self.metrics.records.labels(signal_name).inc(n)
+            if rejected:
+                self.metrics.rejected.labels(signal_name, "OT-6").inc(rejected)
+        self._count(signal_name, 200)
+        return self._success(signal_name, as_json, rejected, reason)
+
+    def _count(self, signal_name: str, status: int) -> None:
+        if self.metrics is not None:
+            self.metrics.requests.labels(signal_name, str(status)).inc()
+
+    def _success(self, signal_name: str, as_json: bool, rejected: int, reason: str) -> Any:
+        from aiohttp import web
+
+        if signal_name == "logs":
+            from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse as R
+        else:
+            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse as R
+        resp = R()
+        if rejected:
+            resp.partial_success.rejected_log_records = rejected
+            resp.partial_success.error_message = reason
+        if as_json:
+            from google.protobuf.json_format import MessageToJson
+
+            return web.Response(status=200, body=MessageToJson(resp, indent=None).encode(),
+                                content_type="application/json")
+        return web.Response(status=200, body=resp.SerializeToString(), content_type="application/x-protobuf")
+
+    def _error(self, status: int, message: str, as_json: bool, signal_name: str) -> Any:
+        from aiohttp import web
+        from google.rpc import status_pb2
+
+        self._count(signal_name, status)
+        if self.metrics is not None:
+            self.metrics.rejected.labels(signal_name, str(status)).inc()
+        st = status_pb2.Status(code=3 if status == 400 else 8, message=message)
+        if as_json:
+            return web.Response(status=status, body=json.dumps({"code": st.code, "message": message}).encode(),
+                                content_type="application/json")
+        return web.Response(status=status, body=st.SerializeToString(), content_type="application/x-protobuf")
+
+    # -- the journal writer and the sealer ----------------------------------------------------------------------
+
+    async def writer(self) -> None:
+        assert self.queue is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            first = await self.queue.get()
+            batch = [first]
+            while not self.queue.empty() and len(batch) < 256:
+                batch.append(self.queue.get_nowait())
+            try:
+                await loop.run_in_executor(None, self.journal.append, [b[0] for b in batch])
+            except BaseException as e:
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(e)
+                raise
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_result(None)
+            if self.metrics is not None:
+                self.metrics.journal.set(self.journal.size)
+                self.metrics.depth.set(self.queue.qsize())
+
+    async def sealer(self) -> None:
+        while True:
+            await asyncio.sleep(min(0.5, self.idle_window / 2))
+            for g in self.asm.idle(time.monotonic(), self.idle_window):
+                await self.seal(g)
+
+    async def seal(self, g: Group) -> None:
+        docs, traces = self.asm.take(g)
+        loop = asyncio.get_running_loop()
+        if g.events:
+            ok = await loop.run_in_executor(None, self._build, g, docs, traces)
+        else:
+            ok = None
+        await loop.run_in_executor(None, self.journal.append, [jsonio.dump_line({"sealed": g.run_id})])
+        self.asm.sealed.add(g.run_id)
+        if ok:
+            self.counts["runs"] += 1
+            self.counts["events"] += g.events
+            if self.metrics is not None:
+                self.metrics.sealed.inc()
+        elif ok is False and self.metrics is not None:
+            self.metrics.refused.inc()
+
+    def _build(self, g: Group, docs: list[dict], traces: list[dict]) -> bool:
+        from aefgate.converters.otel.importer import from_otel
+
+        dest = self.out / g.run_id
+        if dest.exists():  # built before a crash that came before its journal mark
+            return True
+        work = Path(tempfile.mkdtemp(prefix=".build-", dir=self.state))
+        try:
+            logs = work / "logs.jsonl"
+            logs.write_bytes(b"".join(jsonio.dump_line(d) for d in docs))
+            trace_files = []
+            if traces and _has_spans(traces, docs):
+                (work / "traces.jsonl").write_bytes(b"".join(jsonio.dump_line(d) for d in traces))
+                trace_files = [work / "traces.jsonl"]
+            subject = self.subject or f"agent:{g.service or 'otlp-receiver'}"
+            try:
+                from_otel(logs, dest, traces=trace_files, run_id=g.run_id, source="aefgate serve otlp",
+                          subject=subject, key=self.key)
+            except Refusal as e:
+                refused = self.state / "refused"
+                refused.mkdir(exist_ok=True)
+                shutil.copyfile(logs, refused / f"{g.run_id}.jsonl")
+                (refused / f"{g.run_id}.error.json").write_bytes(jsonio.dumps(e.to_json()))
+                self.say(f"refused   {g.run_id}: [{e.rule}] {e.message} (kept in .otlp/refused/)")
+                return False
+            self.say(f"sealed    {g.run_id}: {g.events} events" + (", with traces" if trace_files else ""))
+            return True
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    async def drain(self) -> None:
+        """Seal every open group (SIGTERM)."""
+        for g in list(self.asm.groups.values()):
+            await self.seal(g)
+
+
+def _records(doc: dict, signal_name: str) -> int:
+    if signal_name == "logs":
+        return sum(len(s.get("logRecords") or ()) for r in doc.get("resourceLogs") or ()
+                   for s in r.get("scopeLogs") or ())
+    return sum(len(s.get("spans") or ()) for r in doc.get("resourceSpans") or () for s in r.get("scopeSpans") or ())
+
+
+def _has_spans(traces: list[dict], docs: list[dict]) -> bool:
+    """Whether every span an event is parented to is among ``traces`` (else the run is written without them: a
+    traceLink must name a span of traces.otlp.jsonl, RUN-14)."""
+    spans = {(str(sp.get("traceId", "")).lower(), str(sp.get("spanId", "")).lower())
+             for d in traces for rs in d["resourceSpans"] for ss in rs["scopeSpans"] for sp in ss["spans"]}
+    for d in docs:
+        for rl in d["resourceLogs"]:
+            for sl in rl["scopeLogs"]:
+                for rec in sl["logRecords"]:
+                    if rec.get("eventName") == EVENT and rec.get("spanId"):
+                        if (str(rec.get("traceId", "")).lower(), rec["spanId"].lower()) not in spans:
+                            return False
+    return True
+
+
+class Metrics:
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge
+
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("aefgate_otlp_requests", "OTLP/HTTP requests, by signal and status",
+                                ["signal", "status"], registry=r)
+        self.records = Counter("aefgate_otlp_records_received", "records accepted (log records, spans)", ["signal"],
+                               registry=r)
+        self.rejected = Counter("aefgate_otlp_records_rejected", "records or requests rejected, and why",
+                                ["signal", "reason"], registry=r)
+        self.sealed = Counter("aefgate_runs_sealed", "runs written and sealed", registry=r)
+        self.refused = Counter("aefgate_runs_refused", "groups the importer refused (kept in .otlp/refused)",
+                               registry=r)
+        self.journal = Gauge("aefgate_journal_bytes", "size of the journal", registry=r)
+        self.depth = Gauge("aefgate_queue_depth", "requests waiting for the journal", registry=r)
+
+
+def _hostport(text: str, option: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise Refusal("CLI-2", f"{option} is HOST:PORT, not {text!r}", option)
+    return host.strip("[]"), int(port)
+
+
+def serve(out: str | os.PathLike[str], *, listen: str = "127.0.0.1:4318", metrics_listen: str | None = None,
+          idle: float = 5.0, key: Any = None, max_body: int = 16 * 1024 * 1024, queue: int = 1024,
+          subject: str | None = None, say: Callable[[str], None] | None = None) -> dict:
+    """Run the receiver until SIGTERM or SIGINT, then seal every open run and return the counts."""
+    from aiohttp import web
+
+    from aefgate.formats.aef.signatures import signing_key_of
+
+    host, port = _hostport(listen, "--listen")
+    signing_key = signing_key_of(key)
+    if idle <= 0 or max_body <= 0 or queue <= 0:
+        raise Refusal("CLI-2", "--idle, --max-body and --queue are more than 0", "--idle")
+    if max_body > MAX_BODY:
+        raise Refusal("CLI-2", f"--max-body is at most {MAX_BODY}", "--max-body")
+    outdir = Path(out)
+    if outdir.exists() and not outdir.is_dir():
+        raise Refusal("OUT-1", "the output is not a folder", str(outdir))
+    outdir.mkdir(parents=True, exist_ok=True)
+    metrics = Metrics() if metrics_listen else None
+    if metrics is not None:
+        from prometheus_client import start_http_server
+
+        mhost, mport = _hostport(metrics_listen, "--metrics-listen")
+        start_http_server(mport, addr=mhost, registry=metrics.registry)
+    say = say or (lambda s: None)
+    rx = Receiver(outdir, idle=idle, key=signing_key, max_body=max_body, queue=queue, subject=subject, say=say,
+                  metrics=metrics)
+
+    async def main() -> None:
+        rx.queue = asyncio.Queue(maxsize=queue)
+        app = web.Application(client_max_size=max_body + 1)
+        app.router.add_post("/v1/logs", lambda r: rx.handle(r, "logs"))
+        app.router.add_post("/v1/traces", lambda r: rx.handle(r, "traces"))
+
+        async def healthz(_r):
+            return web.Response(text="ok\n")
+
+        app.router.add_get("/healthz", healthz)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, backlog=1024)
+        await site.start()
+        say(f"listening http://{host}:{port} (OTLP/HTTP /v1/logs, /v1/traces), runs into {outdir}")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for s in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(s, stop.set)
+        tasks = [asyncio.create_task(rx.writer()), asyncio.create_task(rx.sealer())]
+        await stop.wait()
+        await site.stop()  # no new request; those under way finish
+        await runner.cleanup()
+        while rx.queue.qsize():
+            await asyncio.sleep(0.01)
+        tasks[1].cancel()
+        await rx.drain()
+        tasks[0].cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    try:
+        asyncio.run(main())
+    finally:
+        rx.journal.close()
+    say(f"stopped   {rx.counts['requests']} requests, {rx.counts['records']} records, {rx.counts['runs']} runs sealed")
+    return dict(rx.counts)
+
+
+def _stderr(line: str) -> None:  # pragma: no cover - the CLI's sink
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
