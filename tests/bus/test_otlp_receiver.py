@@ -203,9 +203,15 @@ def test_sigkill_loses_no_acknowledged_record_and_seals_no_duplicate(tmp_path: P
         ("book-flight-basic", "Relevance"), ("book-flight-basic", "Groundedness"), ("refund-policy", "Relevance"),
         ("refund-policy", "Groundedness")]
     assert len(_spans(run)) == 4
-    svc = Service(out).start()  # a restart after the seal: nothing is written again
+    svc = Service(out).start()  # a restart after the seal: nothing is written again ...
+    for name in ("traces-1", "logs-1"):  # ... and the same service's next records are a new run, never dropped
+        assert svc.post(f"/v1/{name.split('-')[0]}", (OTEL / f"{name}.pb").read_bytes())[0] == 200
     rc, out_, _err = svc.stop()
-    assert rc == 0 and json.loads(out_)["runs"] == 0 and len(svc.runs()) == 1
+    assert rc == 0 and json.loads(out_)["runs"] == 1
+    runs = svc.runs()
+    assert len(runs) == 2 and run in runs
+    (new,) = [r for r in runs if r != run]
+    assert verify_run(new).outcome == "intact" and len(_lines(new)) == 2
 
 
 def test_bad_bodies_get_their_status_and_never_stop_the_service(tmp_path: Path):

@@ -227,6 +227,7 @@ class Receiver:
         self.queue_bound = queue
         self.metrics = metrics
         self.counts = {"requests": 0, "events": 0, "records": 0, "runs": 0}
+        self.compact_at = 64 * 1024 * 1024  # journal bytes past which it restarts once nothing is open
         self.asm = Assembler(set())
         self.seq = 0
         now = time.monotonic()
@@ -234,6 +235,8 @@ class Receiver:
             if "seq" in e:
                 self.seq = max(self.seq, e["seq"])
                 self._apply(e, now)
+            elif "seqFrom" in e:
+                self.seq = max(self.seq, e["seqFrom"])
             elif "sealed" in e:
                 for g in list(self.asm.groups.values()):
                     if g.run_id == e["sealed"]:
@@ -355,6 +358,8 @@ class Receiver:
             await asyncio.sleep(min(0.5, self.idle_window / 2))
             for g in self.asm.idle(time.monotonic(), self.idle_window):
                 await self.seal(g)
+            if not self.asm.groups and self.journal.size > self.compact_at:
+                self.compact()
 
     async def seal(self, g: Group) -> None:
         docs, traces = self.asm.take(g)
@@ -387,6 +392,9 @@ class Receiver:
             if traces and _has_spans(traces, docs):
                 (work / "traces.jsonl").write_bytes(b"".join(jsonio.dump_line(d) for d in traces))
                 trace_files = [work / "traces.jsonl"]
+            elif traces:
+                self.say(f"warning   {g.run_id}: a span an event is parented to never arrived; the run is written "
+                         f"without its traces ({len(traces)} requests' spans not kept)")
             subject = self.subject or f"agent:{g.service or 'otlp-receiver'}"
             try:
                 from_otel(logs, dest, traces=trace_files, run_id=g.run_id, source="aefgate serve otlp",
@@ -404,9 +412,25 @@ class Receiver:
             shutil.rmtree(work, ignore_errors=True)
 
     async def drain(self) -> None:
-        """Seal every open group (SIGTERM)."""
+        """Seal every open group (SIGTERM), then empty the journal: every record in it is in a sealed run."""
         for g in list(self.asm.groups.values()):
             await self.seal(g)
+        self.compact()
+
+    def compact(self) -> None:
+        """With no open group and no request waiting, every journaled record is in a sealed run (or was dropped
+        with its refused group): the journal restarts empty. Its spans without a run are dropped with it."""
+        if self.asm.groups or (self.queue is not None and not self.queue.empty()):
+            return
+        with self.journal.lock:
+            self.journal.f.truncate(0)
+            self.journal.f.seek(0)
+            # the sequence goes on: a run id made of it is never given twice (a folder that exists is a built run)
+            self.journal.f.write(jsonio.dump_line({"seqFrom": self.seq}))
+            self.journal.f.flush()
+            os.fsync(self.journal.f.fileno())
+            self.journal.size = self.journal.f.tell()
+        self.asm.spans.clear()
 
 
 def _records(doc: dict, signal_name: str) -> int:
