@@ -112,7 +112,7 @@ class Group:
     run_id: str
     service: str | None
     docs: list[dict] = field(default_factory=list)
-    seen: set[bytes] = field(default_factory=set)
+    seen: set[bytes] = field(default_factory=set)  # digests of (case, metric): OT-6's "the same metric twice"
     trace_ids: set[str] = field(default_factory=set)
     events: int = 0
     last: float = 0.0
@@ -126,6 +126,7 @@ class Assembler:
         self.spans: dict[str, list[dict]] = {}  # trace id -> TracesData subsets holding its spans
         self.sealed = sealed
         self.taken: set[str] = set(sealed)
+        self.pending: dict[tuple[str, str], set[bytes]] = {}  # (case, metric) marks of a group not made yet
 
     def _group(self, key: tuple[str, str], service: str | None, seq: int, now: float) -> Group:
         g = self.groups.get(key)
@@ -134,33 +135,39 @@ class Assembler:
             rid = base if base not in self.taken else f"{base}-{seq:08d}"
             self.taken.add(rid)
             g = self.groups[key] = Group(key, rid, service)
+            g.seen = self.pending.pop(key, set())
         g.last = now
         return g
 
-    def add_logs(self, seq: int, doc: dict, now: float) -> None:
+    def add_logs(self, seq: int, doc: dict, now: float, marks: bool = False) -> None:
+        """Place a journaled request's records in their groups; with ``marks`` (a replay), also note each event's
+        (case, metric), which the intake check noted when the request came."""
         for rl in doc.get("resourceLogs") or ():
             res = attributes((rl.get("resource") or {}).get("attributes"))
             service = value_of(res.get("service.name"))
             service = service if isinstance(service, str) and service else None
             res_run = value_of(res.get(RUN_ID_KEY))
             for sl in rl.get("scopeLogs") or ():
+                by_group: dict[tuple[str, str], list] = {}
                 for rec in sl.get("logRecords") or ():
-                    run = value_of(attributes(rec.get("attributes")).get(RUN_ID_KEY)) or res_run
+                    run = value_of(attributes(rec.get("attributes")).get(RUN_ID_KEY)) if res_run is None else res_run
                     key = ("run", str(run)) if run else ("svc", service or "unknown")
+                    by_group.setdefault(key, []).append(rec)
+                for key, recs in by_group.items():
                     g = self._group(key, service, seq, now)
-                    canon = jsonio.dumps({"r": rl.get("resource"), "s": sl.get("scope"), "x": rec})
-                    digest = hashlib.sha256(canon).digest()
-                    if digest in g.seen:
-                        continue  # a retried request's record
-                    g.seen.add(digest)
                     piece = {k: v for k, v in rl.items() if k != "scopeLogs"}
-                    piece["scopeLogs"] = [{**{k: v for k, v in sl.items() if k != "logRecords"},
-                                           "logRecords": [rec]}]
+                    piece["scopeLogs"] = [{**{k: v for k, v in sl.items() if k != "logRecords"}, "logRecords": recs}]
                     g.docs.append({"resourceLogs": [piece]})
-                    if rec.get("eventName") == EVENT:
-                        g.events += 1
-                        if isinstance(rec.get("traceId"), str) and rec["traceId"]:
-                            g.trace_ids.add(rec["traceId"].lower())
+                    for rec in recs:
+                        if rec.get("eventName") == EVENT:
+                            g.events += 1
+                            if marks:
+                                a = attributes(rec.get("attributes"))
+                                case = value_of(a.get("test.case.name")) or value_of(a.get("gen_ai.response.id"))
+                                name = value_of(a.get("gen_ai.evaluation.name"))
+                                g.seen.add(hashlib.blake2b(jsonio.dumps([case, name]), digest_size=8).digest())
+                            if isinstance(rec.get("traceId"), str) and rec["traceId"]:
+                                g.trace_ids.add(rec["traceId"].lower())
 
     def add_traces(self, doc: dict) -> None:
         for rs in doc.get("resourceSpans") or ():
@@ -186,23 +193,42 @@ class Assembler:
 # -- intake checks ---------------------------------------------------------------------------------------------------
 
 
-def check_records(doc: dict, where: str) -> tuple[dict, int, str]:
-    """The logs request without the evaluation events the page cannot place (OT-6), the number rejected and the
-    first reason."""
+def check_records(doc: dict, where: str, asm: Assembler | None = None) -> tuple[dict, int, str]:
+    """The logs request without the evaluation events the page cannot place (OT-6: each checked on its own, and,
+    with ``asm``, against the metrics its run already holds for the case), the number rejected and the first
+    reason."""
     from aefgate.converters.otel.importer import _Events
 
     rejected, first = 0, ""
+    check = _Events(True)
     for rl in doc.get("resourceLogs") or ():
+        res = attributes((rl.get("resource") or {}).get("attributes"))
+        service = value_of(res.get("service.name"))
+        res_run = value_of(res.get(RUN_ID_KEY))
         for sl in rl.get("scopeLogs") or ():
             kept = []
             for rec in sl.get("logRecords") or ():
                 if rec.get("eventName") == EVENT:
+                    check.seen.clear()
                     try:
-                        _Events(True)._event(rec, where)
+                        line = check._event(rec, where)
                     except Refusal as e:
                         rejected += 1
                         first = first or f"[{e.rule}] {e.message}"
                         continue
+                    if asm is not None:
+                        run = value_of(attributes(rec.get("attributes")).get(RUN_ID_KEY)) if res_run is None \
+                            else res_run
+                        key = ("run", str(run)) if run else ("svc", service or "unknown")
+                        g = asm.groups.get(key)
+                        mark = hashlib.blake2b(jsonio.dumps([line["caseId"], line["path"]]), digest_size=8).digest()
+                        seen = g.seen if g is not None else asm.pending.setdefault(key, set())
+                        if mark in seen:
+                            rejected += 1
+                            first = first or f"[OT-6] the metric {line['path']!r} twice for the case " \
+                                             f"{line['caseId']!r}"
+                            continue
+                        seen.add(mark)
                 kept.append(rec)
             sl["logRecords"] = kept
     return doc, rejected, first
@@ -229,12 +255,15 @@ class Receiver:
         self.counts = {"requests": 0, "events": 0, "records": 0, "runs": 0}
         self.compact_at = 64 * 1024 * 1024  # journal bytes past which it restarts once nothing is open
         self.asm = Assembler(set())
+        self.bodies: set[bytes] = set()  # digests of the request bodies journaled
         self.seq = 0
         now = time.monotonic()
         for e in self.journal.entries:  # replay, in order: the same groups and run ids as before the stop
             if "seq" in e:
                 self.seq = max(self.seq, e["seq"])
-                self._apply(e, now)
+                if "body" in e:
+                    self.bodies.add(bytes.fromhex(e["body"]))
+                self._apply(e, now, replay=True)
             elif "seqFrom" in e:
                 self.seq = max(self.seq, e["seqFrom"])
             elif "sealed" in e:
@@ -245,9 +274,9 @@ class Receiver:
         self.journal.entries = []
         self.ready = True
 
-    def _apply(self, entry: dict, now: float) -> None:
+    def _apply(self, entry: dict, now: float, replay: bool = False) -> None:
         if entry["signal"] == "logs":
-            self.asm.add_logs(entry["seq"], entry["doc"], now)
+            self.asm.add_logs(entry["seq"], entry["doc"], now, marks=replay)
         else:
             self.asm.add_traces(entry["doc"])
 
@@ -270,16 +299,21 @@ class Receiver:
             doc = decode_body(body, signal_name, content_type=ctype, where="body")
         except Refusal as e:
             return self._error(413 if e.rule == "OTLP-2" else 400, e.message, as_json, signal_name)
+        digest = hashlib.sha256(signal_name.encode() + b"\0" + body).digest()
+        if digest in self.bodies:  # an exporter's retry of a request whose answer it lost: kept once
+            self._count(signal_name, 200)
+            return self._success(signal_name, as_json, 0, "")
         rejected, reason = 0, ""
         if signal_name == "logs":
-            doc, rejected, reason = check_records(doc, "body")
+            doc, rejected, reason = check_records(doc, "body", self.asm)
         assert self.queue is not None
         if self.queue.full():
             self._count(signal_name, 503)
             return web.Response(status=503, headers={"Retry-After": "1"}, text="the journal is behind\n")
         self.seq += 1
         seq = self.seq
-        line = jsonio.dump_line({"seq": seq, "signal": signal_name, "doc": doc})
+        self.bodies.add(digest)
+        line = jsonio.dump_line({"seq": seq, "signal": signal_name, "body": digest.hex(), "doc": doc})
         done = asyncio.get_running_loop().create_future()
         self.queue.put_nowait((line, done))
         await done  # fsynced

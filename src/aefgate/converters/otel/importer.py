@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.formats.aef import jsonio
@@ -61,19 +61,22 @@ def input_files(path: str | os.PathLike[str]) -> list[Path]:
 
 
 class _Events:
-    """What the logs give: the lines (in order), the times, services, schema URLs, and the records kept."""
+    """What the logs give, read one request at a time: each event's line (:meth:`read` yields them), and what the
+    run's header needs (the earliest and latest time, the services, the schema URLs, the parent spans). Memory
+    holds no line: a first pass checks every event and gathers the header's facts, a second writes the lines."""
 
     def __init__(self, content_on: bool) -> None:
         self.content_on = content_on
-        self.lines: list[dict[str, Any]] = []
-        self.seen: dict[tuple[str, str], str] = {}
-        self.times: list[tuple[int, str]] = []
+        self.events = 0
+        self.seen: set[bytes] = set()  # 8-byte digests of (case, metric): OT-6's "the same metric twice"
+        self.first_time: tuple[int, str] | None = None
+        self.last_time: tuple[int, str] | None = None
         self.services: dict[str, str] = {}
         self.schema_urls: dict[str, None] = {}
-        self.metrics: dict[str, None] = {}
-        self.spans: set[tuple[str, str]] = set()
+        self.spans: set[tuple[str, str]] = set()  # the events' parent spans, when traces are given
+        self.collect_spans = False
 
-    def read(self, where: str, doc: dict) -> None:
+    def read(self, where: str, doc: dict) -> Iterator[dict[str, Any]]:
         for i, rl in enumerate(doc.get("resourceLogs") or ()):
             if not isinstance(rl, dict):
                 raise Refusal("OTLP-1", "a resourceLogs entry is an object", where)
@@ -101,9 +104,9 @@ class _Events:
                         if len(self.services) > 1:
                             raise Refusal("OT-4", f"events of two services ({', '.join(self.services)}): one run "
                                                   "holds one service's events", where)
-                    self._event(rec, where)
+                    yield self._event(rec, where)
 
-    def _event(self, rec: dict, where: str) -> None:
+    def _event(self, rec: dict, where: str) -> dict[str, Any]:
         a = attributes(rec.get("attributes"))
         name = value_of(a.get("gen_ai.evaluation.name"))
         if not isinstance(name, str) or not name:
@@ -114,10 +117,10 @@ class _Events:
         if not isinstance(case, str) or not case:
             raise Refusal("OT-6", f"the event {name!r} names no case (neither test.case.name nor "
                                   "gen_ai.response.id)", where)
-        if (case, name) in self.seen:
-            raise Refusal("OT-6", f"the metric {name!r} twice for the case {case!r} (first at "
-                                  f"{self.seen[(case, name)]})", where)
-        self.seen[(case, name)] = where
+        key = hashlib.blake2b(jsonio.dumps([case, name]), digest_size=8).digest()
+        if key in self.seen:
+            raise Refusal("OT-6", f"the metric {name!r} twice for the case {case!r}", where)
+        self.seen.add(key)
         value = value_of(a.get("gen_ai.evaluation.score.value"))
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise Refusal("OT-6", f"gen_ai.evaluation.score.value is a number, not {value!r}", where)
@@ -166,35 +169,40 @@ class _Events:
             line["reason"] = line["reason"][:MAX_REASON]
         if score is not None:
             line["scores"] = [score]
-            self.metrics.setdefault(name, None)
         try:
             t = nanos_to_time(rec.get("timeUnixNano"))
         except (TypeError, ValueError):
             raise Refusal("OTLP-1", f"timeUnixNano {rec.get('timeUnixNano')!r} is not a number", where) from None
         if t is not None:
             line["endedAt"] = t
-            self.times.append((int(rec["timeUnixNano"]), t))
+            n = int(rec["timeUnixNano"])
+            if self.first_time is None or n < self.first_time[0]:
+                self.first_time = (n, t)
+            if self.last_time is None or n > self.last_time[0]:
+                self.last_time = (n, t)
         tid, sid = rec.get("traceId"), rec.get("spanId")
         if isinstance(tid, str) and tid:
             line["traceLink"] = {"traceId": tid.lower(), **({"spanId": sid.lower()} if isinstance(sid, str) and sid
                                                           else {})}
-            if isinstance(sid, str) and sid:
+            if isinstance(sid, str) and sid and self.collect_spans:
                 self.spans.add((tid.lower(), sid.lower()))
         line["_where"] = where
-        self.lines.append(line)
+        self.events += 1
+        return line
 
 
-def _agent_id(traces: list[tuple[str, dict]], spans: set[tuple[str, str]]) -> str | None:
+def _agent_id(trace_files: list[Path], spans: set[tuple[str, str]]) -> str | None:
     """``gen_ai.agent.id`` of the first span an event is parented to that has one."""
-    for _w, doc in traces:
-        for rs in doc.get("resourceSpans") or ():
-            for ss in (rs or {}).get("scopeSpans") or ():
-                for sp in (ss or {}).get("spans") or ():
-                    key = (str(sp.get("traceId", "")).lower(), str(sp.get("spanId", "")).lower())
-                    if key in spans:
-                        agent = value_of(attributes(sp.get("attributes")).get("gen_ai.agent.id"))
-                        if isinstance(agent, str) and agent:
-                            return agent
+    for f in trace_files:
+        for _w, doc in iter_file(f, "traces"):
+            for rs in doc.get("resourceSpans") or ():
+                for ss in (rs or {}).get("scopeSpans") or ():
+                    for sp in (ss or {}).get("spans") or ():
+                        key = (str(sp.get("traceId", "")).lower(), str(sp.get("spanId", "")).lower())
+                        if key in spans:
+                            agent = value_of(attributes(sp.get("attributes")).get("gen_ai.agent.id"))
+                            if isinstance(agent, str) and agent:
+                                return agent
     return None
 
 
@@ -218,6 +226,7 @@ def from_otel(
     from aefgate.formats.aef.builder import RunBuilder
     from aefgate.formats.aef.sealer import NotVerified
     from aefgate.formats.aef.signatures import signing_key_of
+    from aefgate.formats.aef.verifier import in_one_process
     from aefgate.formats.aef.times import now, parse_time
     from aefgate.fsutil import check_destination
 
@@ -236,33 +245,39 @@ def from_otel(
     out = Path(os.path.abspath(out_dir))
     check_destination(out, inputs=tuple(log_files) + tuple(trace_files))
 
-    ev = _Events(content_capture == "on")
-    log_docs: list[tuple[str, dict]] = []
-    digest = hashlib.sha256()  # of the records as values: the JSON and protobuf forms of a request give one run id
-    with progress_task("read OTLP logs", len(log_files), "files") as bar:
+    def requests() -> Iterator[tuple[str, dict]]:
         for f in log_files:
-            for where, doc in iter_file(f, "logs"):
-                ev.read(where, doc)
-                log_docs.append((where, doc))
-                digest.update(jsonio.dump_line(doc))
-            bar.advance()
-    if not ev.lines:
+            yield from iter_file(f, "logs")
+
+    # pass 1: every event checked (every refusal before anything is written), the header's facts gathered
+    ev = _Events(content_capture == "on")
+    ev.collect_spans = bool(trace_files)
+    digest = hashlib.sha256()  # of the records as values: the JSON and protobuf forms of a request give one run id
+    with progress_task("check OTLP logs", len(log_files), "files") as bar:
+        current = None
+        for where, doc in requests():
+            for _line in ev.read(where, doc):
+                pass
+            digest.update(jsonio.dump_line(doc))
+            file = where.rsplit(":", 1)[0]
+            if file != current:
+                current = file
+                bar.advance()
+    if not ev.events:
         raise Refusal("OT-6", "no gen_ai.evaluation.result event to import", str(log_files[0]))
-    trace_docs = [(w, d) for f in trace_files for w, d in iter_file(f, "traces")]
     service = next(iter(ev.services), None)
-    agent = _agent_id(trace_docs, ev.spans)
+    agent = _agent_id(trace_files, ev.spans)
     rid = run_id or f"otel-{digest.hexdigest()[:16]}"
     ref = subject or (f"agent:{service}" if service else None)
     if ref is None:
         raise Refusal("OT-4", "no subject: the events name no service (resource service.name); give --subject",
                       "--subject")
     when = at or now()
-    times = sorted(ev.times)
     header: dict[str, Any] = {
         "runId": rid,
         "subject": {"ref": ref, "kind": subject_kind or "agent"},
         "execution": {"targetMode": target_mode},
-        "startedAt": times[0][1] if times else when,
+        "startedAt": ev.first_time[1] if ev.first_time else when,
         "contentCapture": content_capture,
     }
     telemetry = {k: v for k, v in (("agentId", agent), ("serviceName", service)) if v}
@@ -273,23 +288,32 @@ def from_otel(
     asserted = ["runId", "status", "subject.ref", "subject.kind", "execution.targetMode", "startedAt", "endedAt",
                 "contentCapture"]
     origin = source or "OpenTelemetry OTLP"
+    # pass 2: the records and the lines written, one request at a time
+    lines = _Events(content_capture == "on")
+    declared: set[str] = set()
     try:
-        with RunBuilder(out, header, metrics=[], imported_from=origin, asserted=asserted) as b:
-            for m in ev.metrics:
-                b.declare_metric(m, "score", "none", "unbounded")
-            for _w, doc in log_docs:
+        with RunBuilder(out, header, metrics=[], imported_from=origin, asserted=asserted) as b, \
+                progress_task("import OTLP events", ev.events, "events") as bar:
+            for f in trace_files:
+                for _w, doc in iter_file(f, "traces"):
+                    b.add_otlp("traces", doc)
+            for where, doc in requests():
                 b.add_otlp("logs", doc)
-            for _w, doc in trace_docs:
-                b.add_otlp("traces", doc)
-            for line in ev.lines:
-                where = line.pop("_where")
-                try:
-                    b.add_case(line["caseId"], line)
-                except Refusal as e:
-                    raise Refusal(e.rule, f"{e.message} (the imported line: {e.where})", where,
-                                  exit_code=e.exit_code) from None
-            b.finish("completed", ended_at=times[-1][1] if times else when, summary={"lanes": []}, seal="ingest",
-                     sealed_at=at, signing_key=signing_key)
+                for line in lines.read(where, doc):
+                    for s in line.get("scores", ()):
+                        if s["metric"] not in declared:
+                            declared.add(s["metric"])
+                            b.declare_metric(s["metric"], "score", "none", "unbounded")
+                    at_event = line.pop("_where")
+                    try:
+                        b.add_case(line["caseId"], line)
+                    except Refusal as e:
+                        raise Refusal(e.rule, f"{e.message} (the imported line: {e.where})", at_event,
+                                      exit_code=e.exit_code) from None
+                    bar.advance()
+            with in_one_process():  # the verification before the seal, in this process: flat memory
+                b.finish("completed", ended_at=ev.last_time[1] if ev.last_time else when, summary={"lanes": []},
+                         seal="ingest", sealed_at=at, signing_key=signing_key)
     except NotVerified as e:
         where, code = e.problems[0] if getattr(e, "problems", None) else ("", "invalid")
         raise Refusal("OT-8", f"the imported run does not verify: {code} at {where}", where,
