@@ -312,7 +312,9 @@ def test_http_binary_structured_batch_and_malformed(tmp_path, session_a) -> None
     port = free_port()
     out = tmp_path / "out"
     dead = out / ".ingest" / "dead-letter.jsonl"
-    serve = Serve(out, f"http://127.0.0.1:{port}", idle=120.0)  # only the shutdown seals
+    mport = free_port()
+    serve = Serve(out, f"http://127.0.0.1:{port}", "--metrics-listen", f"127.0.0.1:{mport}",
+                  idle=120.0)  # only the shutdown seals
     name = run_name(session_a[0]["session"])
     journal = out / ".journal" / f"{name}.jsonl"
 
@@ -350,9 +352,23 @@ def test_http_binary_structured_batch_and_malformed(tmp_path, session_a) -> None
     assert _post(port, {"content-type": "application/json"}, json.dumps(session_a[8]).encode())[0] == 202
     assert _post(port, *to_binary_http(session_a[0]))[0] == 202
     assert runs(out) == []
+    # the shared HTTP layer's limits (aefgate.bus.http_server): a body over the bound, another method
+    big = _post(port, {"content-type": "application/json"}, b" " * (32 * 1024 * 1024 + 10))
+    assert big[0] == 413 and big[1]["error"]["rule"] == "INGEST-1"
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("PUT", "/", body=b"{}")
+    assert conn.getresponse().status == 405
+    conn.close()
+    conn = http.client.HTTPConnection("127.0.0.1", mport, timeout=10)  # Prometheus metrics
+    conn.request("GET", "/metrics")
+    metrics = conn.getresponse().read().decode()
+    conn.close()
+    counters = dict(line.rsplit(" ", 1) for line in metrics.splitlines() if line.startswith("aefgate_ingest_"))
+    assert float(counters["aefgate_ingest_dead_total"]) == len(bad)
     stats = serve.stop()  # SIGTERM: drain and flush
     assert runs(out) == [name]
     assert stats["runs"] == 1 and stats["duplicates"] == 1 and stats["dead"] == len(bad)
+    assert float(counters["aefgate_ingest_events_total"]) == stats["events"]  # the scrape came after the last event
     assert verify_run(out / name).outcome == "intact"
     assert results(out / name) == results(reference(session_a, tmp_path))
 

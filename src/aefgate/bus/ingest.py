@@ -707,6 +707,7 @@ class IngestConfig:
     ack_wait: float = 30.0
     on_ready: Callable[[], None] | None = None
     node: str | None = None  # NATS: this node's name (default: kept in OUT/.ingest/node, see node_name)
+    metrics_listen: str | None = None  # HOST:PORT of the Prometheus metrics (docs/gateway.md)
 
 
 class _Service:
@@ -1020,89 +1021,48 @@ class _Service:
     # HTTP -----------------------------------------------------------------------------------------------------
 
     async def run_http(self) -> None:
+        """The HTTP intake, on the services' one HTTP layer (:mod:`aefgate.bus.http_server`: aiohttp, its limits):
+        ``POST`` any path (CloudEvents binary, structured or batch mode, or plain AEP JSON), ``GET /healthz`` and
+        ``/stats``; another method is 405."""
+        from aiohttp import web
+
+        from aefgate.bus.http_server import BodyError, application, read_body, start
+
         u = urlsplit(self.cfg.source)
         host, port = u.hostname or "127.0.0.1", u.port or 8080
         self.slots = asyncio.Semaphore(self.cfg.max_inflight)
         self.busy = 0
         await self._startup()
-        server = await asyncio.start_server(self._http_conn, host, port, limit=1 << 16)
+
+        def answer(status: int, value: dict) -> web.Response:
+            return web.Response(status=status, body=jsonio.dumps(value), content_type="application/json")
+
+        async def handle(request: web.Request) -> web.Response:
+            if request.method == "GET" and request.path in ("/healthz", "/stats"):
+                return answer(200, {"ok": True, "stats": self.stats.as_dict()})
+            if request.method != "POST":
+                return answer(405, {"error": {"rule": "INGEST-1", "message": "POST events"}})
+            try:
+                body = await read_body(request, MAX_BODY)
+            except BodyError as e:
+                return answer(e.status, {"error": {"rule": "INGEST-1", "message": e.message}})
+            status, value = await self._take_http(dict(request.headers), body, request.path_qs)
+            return answer(status, value)
+
+        app = application(MAX_BODY)
+        app.router.add_route("*", "/{tail:.*}", handle)
+        runner = await start(app, host, port)
         _log(f"listening on http://{host}:{port} into {self.cfg.out}")
         if self.cfg.on_ready:
             self.cfg.on_ready()
         scanner = asyncio.create_task(self._scanner())
         await self.stop.wait()
-        server.close()
+        await runner.shutdown()  # no new request; those under way are answered
+        await runner.cleanup()
         await scanner
         while self.busy:  # requests already read are answered before the flush
             await asyncio.sleep(0.02)
         await self._shutdown()
-
-    async def _http_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while not self.stop.is_set():
-                try:
-                    line = await reader.readline()
-                except (ConnectionError, asyncio.LimitOverrunError, ValueError):
-                    return
-                if not line:
-                    return
-                parts = line.decode("latin-1").split()
-                if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-                    await self._respond(writer, 400, {"error": {"rule": "INGEST-1", "message": "bad request line"}},
-                                        close=True)
-                    return
-                method, target, version = parts
-                headers: dict[str, str] = {}
-                while True:
-                    h = await reader.readline()
-                    if h in (b"\r\n", b"\n", b""):
-                        break
-                    k, _, v = h.decode("latin-1").partition(":")
-                    headers[k.strip()] = v.strip()
-                lower = {k.lower(): v for k, v in headers.items()}
-                close = lower.get("connection", "").lower() == "close" or version == "HTTP/1.0"
-                body = b""
-                if lower.get("transfer-encoding", "").lower() == "chunked":
-                    chunks = []
-                    size = 0
-                    while True:
-                        n = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
-                        if n == 0:
-                            while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                                pass
-                            break
-                        size += n
-                        if size > MAX_BODY:
-                            await self._respond(writer, 413, {"error": {"rule": "INGEST-1", "message":
-                                                                         "request body too large"}}, close=True)
-                            return
-                        chunks.append(await reader.readexactly(n))
-                        await reader.readline()
-                    body = b"".join(chunks)
-                elif "content-length" in lower:
-                    n = int(lower["content-length"])
-                    if n > MAX_BODY:
-                        await self._respond(writer, 413, {"error": {"rule": "INGEST-1", "message":
-                                                                     "request body too large"}}, close=True)
-                        return
-                    body = await reader.readexactly(n)
-                if method == "GET" and target.split("?")[0] in ("/healthz", "/stats"):
-                    await self._respond(writer, 200, {"ok": True, "stats": self.stats.as_dict()}, close=close)
-                elif method != "POST":
-                    await self._respond(writer, 405, {"error": {"rule": "INGEST-1", "message": "POST events"}},
-                                        close=close)
-                else:
-                    status, answer = await self._take_http(headers, body, target)
-                    await self._respond(writer, status, answer, close=close)
-                if close:
-                    return
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
-            return
-        finally:
-            try:
-                writer.close()
-            except Exception:  # pragma: no cover
-                pass
 
     async def _take_http(self, headers: dict[str, str], body: bytes, target: str) -> tuple[int, dict]:
         async with self.slots:
@@ -1134,20 +1094,32 @@ class _Service:
             finally:
                 self.busy -= 1
 
-    @staticmethod
-    async def _respond(writer: asyncio.StreamWriter, status: int, value: dict, *, close: bool) -> None:
-        reasons = {200: "OK", 202: "Accepted", 400: "Bad Request", 405: "Method Not Allowed", 413: "Payload Too Large",
-                   503: "Service Unavailable"}
-        body = jsonio.dumps(value)
-        head = (f"HTTP/1.1 {status} {reasons.get(status, 'Error')}\r\ncontent-type: application/json\r\n"
-                f"content-length: {len(body)}\r\n{'connection: close' if close else 'connection: keep-alive'}\r\n\r\n")
-        writer.write(head.encode("ascii") + body)
-        await writer.drain()
+
+class _StatsCollector:
+    """The service's counters as Prometheus metrics, read at each scrape: ``aefgate_ingest_<counter>_total``."""
+
+    def __init__(self, stats: Stats) -> None:
+        self.stats = stats
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
+        for k, v in self.stats.as_dict().items():
+            if k != "seconds":
+                yield CounterMetricFamily(f"aefgate_ingest_{k}", f"serve ingest: {k}", value=v)
 
 
 async def _serve(cfg: IngestConfig) -> Stats:
     svc = _Service(cfg)
     svc._signals()
+    if cfg.metrics_listen:
+        from prometheus_client import CollectorRegistry
+
+        from aefgate.bus.http_server import metrics_server
+
+        registry = CollectorRegistry()
+        registry.register(_StatsCollector(svc.stats))
+        metrics_server(cfg.metrics_listen, registry)
     scheme = urlsplit(cfg.source).scheme
     if scheme == "nats":
         await svc.run_nats()

@@ -287,14 +287,12 @@ class Receiver:
 
         ctype = request.headers.get("Content-Type", "application/x-protobuf")
         as_json = ctype.split(";")[0].strip().lower() == "application/json"
-        if request.content_length is not None and request.content_length > self.max_body:
-            return self._error(413, f"the body is over {self.max_body} bytes", as_json, signal_name)
+        from aefgate.bus.http_server import BodyError, read_body
+
         try:
-            body = await request.content.read(self.max_body + 1)
-        except Exception:
-            return self._error(400, "the body could not be read", as_json, signal_name)
-        if len(body) > self.max_body:
-            return self._error(413, f"the body is over {self.max_body} bytes", as_json, signal_name)
+            body = await read_body(request, self.max_body)
+        except BodyError as e:
+            return self._error(e.status, e.message, as_json, signal_name)
         try:  # (aiohttp has undone a Content-Encoding: gzip as it read, within the bound above)
             doc = decode_body(body, signal_name, content_type=ctype, where="body")
         except Refusal as e:
@@ -535,17 +533,18 @@ def serve(out: str | os.PathLike[str], *, listen: str = "127.0.0.1:4318", metric
     outdir.mkdir(parents=True, exist_ok=True)
     metrics = Metrics() if metrics_listen else None
     if metrics is not None:
-        from prometheus_client import start_http_server
+        from aefgate.bus.http_server import metrics_server
 
-        mhost, mport = _hostport(metrics_listen, "--metrics-listen")
-        start_http_server(mport, addr=mhost, registry=metrics.registry)
+        metrics_server(metrics_listen, metrics.registry)
     say = say or (lambda s: None)
     rx = Receiver(outdir, idle=idle, key=signing_key, max_body=max_body, queue=queue, subject=subject, say=say,
                   metrics=metrics)
 
     async def main() -> None:
+        from aefgate.bus.http_server import application, start
+
         rx.queue = asyncio.Queue(maxsize=queue)
-        app = web.Application(client_max_size=max_body + 1)
+        app = application(max_body)
         app.router.add_post("/v1/logs", lambda r: rx.handle(r, "logs"))
         app.router.add_post("/v1/traces", lambda r: rx.handle(r, "traces"))
 
@@ -553,10 +552,7 @@ def serve(out: str | os.PathLike[str], *, listen: str = "127.0.0.1:4318", metric
             return web.Response(text="ok\n")
 
         app.router.add_get("/healthz", healthz)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port, backlog=1024)
-        await site.start()
+        runner = await start(app, host, port)
         say(f"listening http://{host}:{port} (OTLP/HTTP /v1/logs, /v1/traces), runs into {outdir}")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -564,7 +560,7 @@ def serve(out: str | os.PathLike[str], *, listen: str = "127.0.0.1:4318", metric
             loop.add_signal_handler(s, stop.set)
         tasks = [asyncio.create_task(rx.writer()), asyncio.create_task(rx.sealer())]
         await stop.wait()
-        await site.stop()  # no new request; those under way finish
+        await runner.shutdown()  # no new request; those under way finish
         await runner.cleanup()
         while rx.queue.qsize():
             await asyncio.sleep(0.01)

@@ -52,6 +52,8 @@ def ingest(
     target_mode: Optional[str] = typer.Option(None, "--target-mode", help="execution.targetMode of the runs: "
                                               "live (default), replayed, scripted or mocked."),
     key: Optional[Path] = typer.Option(None, "--key", help="Sign every seal with this PKCS#8 PEM private key."),
+    metrics_listen: Optional[str] = typer.Option(None, "--metrics-listen", help="HOST:PORT for Prometheus metrics "
+                                                 "(/metrics: the counters as aefgate_ingest_*_total)."),
     as_json: bool = typer.Option(False, "--json", help="When the service stops, write its counters as one JSON "
                                  "value on stdout."),
 ) -> None:
@@ -70,7 +72,7 @@ def ingest(
     signing_key = signing_key_of(key)
     cfg = IngestConfig(source=source, out=out, durable=durable, idle=idle, dead_letter=dead_letter,
                        max_inflight=max_inflight, at=at_fixed, key=signing_key, target_mode=target_mode,
-                       ack_wait=ack_wait, node=node)
+                       ack_wait=ack_wait, node=node, metrics_listen=metrics_listen)
     stats = serve_ingest(cfg)
     if as_json:
         render.emit_json(stats.as_dict())
