@@ -251,15 +251,20 @@ def test_bad_bodies_get_their_status_and_never_stop_the_service(tmp_path: Path):
     assert json.loads(out)["runs"] == 2  # the good event's service, and the sample's
 
 
-def test_export_otel_into_the_receiver(tmp_path: Path):
-    svc = Service(tmp_path / "runs").start()
+def test_export_otel_into_the_receiver_which_signs(tmp_path: Path):
+    keys = tmp_path / "keys"
+    assert aefgate("keygen", keys, "--identity", "git:gateway@example.com").returncode == 0
+    svc = Service(tmp_path / "runs", "--key", str(keys / "private.pem")).start()
     try:
         p = aefgate("export", "otel", EXAMPLES / "aef-inspect" / "input", "--to", svc.url, "--json")
         assert p.returncode == 0, p.stderr
     finally:
         rc, _out, err = svc.stop()
     assert rc == 0, err
+    assert "sealed    support-api-" in err and "stopped   " in err  # the service's lines on stderr
     (run,) = svc.runs()
     assert verify_run(run).outcome == "intact"
+    p = aefgate("verify", run, "--policy", keys / "policy.json", "--json")
+    assert p.returncode == 0 and "git:gateway@example.com" in json.dumps(json.loads(p.stdout)["signedBy"])
     assert len(_lines(run)) == 9
     assert len(_spans(run)) == 2  # the run's own traces came along

@@ -385,6 +385,22 @@ class Receiver:
                 self.metrics.journal.set(self.journal.size)
                 self.metrics.depth.set(self.queue.qsize())
 
+    def status(self) -> str:
+        c = self.counts
+        return (f"status    {c['requests']} requests, {c['records']} records, {c['runs']} runs sealed "
+                f"({c['events']} events), {len(self.asm.groups)} open, "
+                f"{self.queue.qsize() if self.queue is not None else 0} waiting for the journal")
+
+    async def reporter(self, every: float = 10.0) -> None:
+        """A status line on stderr every ``every`` seconds while something changed."""
+        last = ""
+        while True:
+            await asyncio.sleep(every)
+            line = self.status()
+            if line != last:
+                self.say(line)
+                last = line
+
     async def sealer(self) -> None:
         while True:
             await asyncio.sleep(min(0.5, self.idle_window / 2))
@@ -558,13 +574,15 @@ def serve(out: str | os.PathLike[str], *, listen: str = "127.0.0.1:4318", metric
         loop = asyncio.get_running_loop()
         for s in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(s, stop.set)
-        tasks = [asyncio.create_task(rx.writer()), asyncio.create_task(rx.sealer())]
+        tasks = [asyncio.create_task(rx.writer()), asyncio.create_task(rx.sealer()),
+                 asyncio.create_task(rx.reporter())]
         await stop.wait()
         await runner.shutdown()  # no new request; those under way finish
         await runner.cleanup()
         while rx.queue.qsize():
             await asyncio.sleep(0.01)
         tasks[1].cancel()
+        tasks[2].cancel()
         await rx.drain()
         tasks[0].cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
