@@ -121,10 +121,16 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 url, cases = sys.argv[1], int(sys.argv[2])
 resource = Resource.create({"service.name": "evals-app", "test.suite.run.id": sys.argv[3]})
+if sys.argv[4:] == ["grpc"]:  # the OTLP/gRPC exporters, to the receiver's --grpc-listen
+    from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GLog
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GSpan
+    spans, logs = GSpan(endpoint=url, insecure=True), GLog(endpoint=url, insecure=True)
+else:
+    spans, logs = OTLPSpanExporter(endpoint=url + "/v1/traces"), OTLPLogExporter(endpoint=url + "/v1/logs")
 tp = TracerProvider(resource=resource)
-tp.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url + "/v1/traces")))
+tp.add_span_processor(BatchSpanProcessor(spans))
 lp = LoggerProvider(resource=resource)
-lp.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(endpoint=url + "/v1/logs")))
+lp.add_log_record_processor(BatchLogRecordProcessor(logs))
 tracer = tp.get_tracer("evals")
 logger = lp.get_logger("evals")
 for i in range(cases):
@@ -147,8 +153,9 @@ lp.shutdown()
 '''
 
 
-def _run_app(url: str, cases: int, suite_run: str) -> None:
-    p = subprocess.run([sys.executable, "-c", SDK_APP, url, str(cases), suite_run], capture_output=True, text=True,
+def _run_app(url: str, cases: int, suite_run: str, *extra: str) -> None:
+    p = subprocess.run([sys.executable, "-c", SDK_APP, url, str(cases), suite_run, *extra], capture_output=True,
+                       text=True,
                        timeout=120, env={**os.environ, "OTEL_BSP_SCHEDULE_DELAY": "100",
                                          "OTEL_BLRP_SCHEDULE_DELAY": "100"})
     assert p.returncode == 0, p.stderr
@@ -268,3 +275,16 @@ def test_export_otel_into_the_receiver_which_signs(tmp_path: Path):
     assert p.returncode == 0 and "git:gateway@example.com" in json.dumps(json.loads(p.stdout)["signedBy"])
     assert len(_lines(run)) == 9
     assert len(_spans(run)) == 2  # the run's own traces came along
+
+
+def test_the_sdk_exports_over_grpc(tmp_path: Path):
+    gport = _port()
+    svc = Service(tmp_path / "runs", "--grpc-listen", f"127.0.0.1:{gport}").start()
+    try:
+        _run_app(f"127.0.0.1:{gport}", 2, "grpc-run", "grpc")
+    finally:
+        rc, out, err = svc.stop()
+    assert rc == 0, err
+    (run,) = svc.runs()
+    assert run.name == "grpc-run" and verify_run(run).outcome == "intact"
+    assert len(_lines(run)) == 4 and len(_spans(run)) == 4

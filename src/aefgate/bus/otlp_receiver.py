@@ -237,6 +237,10 @@ def check_records(doc: dict, where: str, asm: Assembler | None = None) -> tuple[
 # -- the receiver -----------------------------------------------------------------------------------------------------
 
 
+class QueueFull(Exception):
+    """More requests wait for the journal than the receiver queues: the client is to retry later."""
+
+
 class Receiver:
     def __init__(self, out: Path, *, idle: float = 5.0, key: Any = None, max_body: int = 16 * 1024 * 1024,
                  queue: int = 1024, subject: str | None = None, say: Callable[[str], None] | None = None,
@@ -297,17 +301,27 @@ class Receiver:
             doc = decode_body(body, signal_name, content_type=ctype, where="body")
         except Refusal as e:
             return self._error(413 if e.rule == "OTLP-2" else 400, e.message, as_json, signal_name)
+        try:
+            rejected, reason = await self.accept(signal_name, doc, body)
+        except QueueFull:
+            self._count(signal_name, 503)
+            return web.Response(status=503, headers={"Retry-After": "1"}, text="the journal is behind\n")
+        self._count(signal_name, 200)
+        return self._success(signal_name, as_json, rejected, reason)
+
+    async def accept(self, signal_name: str, doc: dict, body: bytes) -> tuple[int, str]:
+        """The intake of one decoded request, whatever carried it (HTTP or gRPC): a retried body is kept once, the
+        evaluation events the page cannot place are rejected, the rest is journaled (fsynced) and placed in its
+        runs. Returns the rejected count and the first reason; :class:`QueueFull` when the journal is behind."""
         digest = hashlib.sha256(signal_name.encode() + b"\0" + body).digest()
         if digest in self.bodies:  # an exporter's retry of a request whose answer it lost: kept once
-            self._count(signal_name, 200)
-            return self._success(signal_name, as_json, 0, "")
+            return 0, ""
         rejected, reason = 0, ""
         if signal_name == "logs":
             doc, rejected, reason = check_records(doc, "body", self.asm)
         assert self.queue is not None
         if self.queue.full():
-            self._count(signal_name, 503)
-            return web.Response(status=503, headers={"Retry-After": "1"}, text="the journal is behind\n")
+            raise QueueFull()
         self.seq += 1
         seq = self.seq
         self.bodies.add(digest)
@@ -323,8 +337,7 @@ class Receiver:
             self.metrics.records.labels(signal_name).inc(n)
             if rejected:
                 self.metrics.rejected.labels(signal_name, "OT-6").inc(rejected)
-        self._count(signal_name, 200)
-        return self._success(signal_name, as_json, rejected, reason)
+        return rejected, reason
 
     def _count(self, signal_name: str, status: int) -> None:
         if self.metrics is not None:
@@ -522,6 +535,53 @@ class Metrics:
         self.depth = Gauge("aefgate_queue_depth", "requests waiting for the journal", registry=r)
 
 
+async def _grpc_server(rx: Receiver, listen: str) -> Any:
+    """OTLP/gRPC (``LogsService/Export``, ``TraceService/Export``) on ``listen``, the same intake as HTTP: the
+    answer comes once the records are journaled; ``RESOURCE_EXHAUSTED`` when the journal is behind (the exporters
+    retry it), ``INVALID_ARGUMENT`` for a request the mapping cannot read."""
+    try:
+        import grpc
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2 as lpb
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc as lgrpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as tpb
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc as tgrpc
+    except ImportError:
+        raise Refusal("CLI-3", "--grpc-listen needs the grpc extra: pip install 'aefgate[grpc]'",
+                      "--grpc-listen") from None
+    from aefgate.formats.otlp import to_json
+
+    async def export(signal_name: str, request: Any, context: Any, response: Any) -> Any:
+        try:
+            doc = to_json(request, signal_name, "grpc")
+        except Refusal as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, e.message)
+        try:
+            rejected, reason = await rx.accept(signal_name, doc, request.SerializeToString())
+        except QueueFull:
+            rx._count(signal_name, 503)
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "the journal is behind")
+        rx._count(signal_name, 200)
+        if rejected:
+            response.partial_success.rejected_log_records = rejected
+            response.partial_success.error_message = reason
+        return response
+
+    class Logs(lgrpc.LogsServiceServicer):
+        async def Export(self, request, context):  # noqa: N802
+            return await export("logs", request, context, lpb.ExportLogsServiceResponse())
+
+    class Traces(tgrpc.TraceServiceServicer):
+        async def Export(self, request, context):  # noqa: N802
+            return await export("traces", request, context, tpb.ExportTraceServiceResponse())
+
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", rx.max_body)])
+    lgrpc.add_LogsServiceServicer_to_server(Logs(), server)
+    tgrpc.add_TraceServiceServicer_to_server(Traces(), server)
+    server.add_insecure_port(listen)
+    await server.start()
+    return server
+
+
 def _hostport(text: str, option: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not host:
@@ -531,13 +591,16 @@ def _hostport(text: str, option: str) -> tuple[str, int]:
 
 def serve(out: str | os.PathLike[str], *, listen: str = "127.0.0.1:4318", metrics_listen: str | None = None,
           idle: float = 5.0, key: Any = None, max_body: int = 16 * 1024 * 1024, queue: int = 1024,
-          subject: str | None = None, say: Callable[[str], None] | None = None) -> dict:
+          subject: str | None = None, say: Callable[[str], None] | None = None,
+          grpc_listen: str | None = None) -> dict:
     """Run the receiver until SIGTERM or SIGINT, then seal every open run and return the counts."""
     from aiohttp import web
 
     from aefgate.formats.aef.signatures import signing_key_of
 
     host, port = _hostport(listen, "--listen")
+    if grpc_listen is not None:
+        _hostport(grpc_listen, "--grpc-listen")
     signing_key = signing_key_of(key)
     if idle <= 0 or max_body <= 0 or queue <= 0:
         raise Refusal("CLI-2", "--idle, --max-body and --queue are more than 0", "--idle")
@@ -569,6 +632,9 @@ def serve(out: str | os.PathLike[str], *, listen: str = "127.0.0.1:4318", metric
 
         app.router.add_get("/healthz", healthz)
         runner = await start(app, host, port)
+        grpc_server = await _grpc_server(rx, grpc_listen) if grpc_listen else None
+        if grpc_server is not None:
+            say(f"listening grpc://{grpc_listen} (OTLP/gRPC)")
         say(f"listening http://{host}:{port} (OTLP/HTTP /v1/logs, /v1/traces), runs into {outdir}")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -577,6 +643,8 @@ def serve(out: str | os.PathLike[str], *, listen: str = "127.0.0.1:4318", metric
         tasks = [asyncio.create_task(rx.writer()), asyncio.create_task(rx.sealer()),
                  asyncio.create_task(rx.reporter())]
         await stop.wait()
+        if grpc_server is not None:
+            await grpc_server.stop(grace=10)
         await runner.shutdown()  # no new request; those under way finish
         await runner.cleanup()
         while rx.queue.qsize():

@@ -92,6 +92,8 @@ def otlp(
                                "(/v1/logs, /v1/traces, /healthz)."),
     metrics_listen: Optional[str] = typer.Option(None, "--metrics-listen", help="HOST:PORT for Prometheus metrics "
                                                  "(/metrics)."),
+    grpc_listen: Optional[str] = typer.Option(None, "--grpc-listen", help="HOST:PORT for OTLP/gRPC too (needs the "
+                                              "grpc extra: pip install 'aefgate[grpc]')."),
     idle: float = typer.Option(5.0, "--idle", help="Seconds without a new record after which a run is complete and "
                                "sealed."),
     max_body: int = typer.Option(16 * 1024 * 1024, "--max-body", help="The largest request body, in bytes, before "
@@ -120,6 +122,6 @@ def otlp(
         render.console().print(render.escape(line), soft_wrap=True)
 
     counts = serve(out, listen=listen, metrics_listen=metrics_listen, idle=idle, key=signing_key,
-                   max_body=max_body, queue=queue, subject=subject, say=say)
+                   max_body=max_body, queue=queue, subject=subject, say=say, grpc_listen=grpc_listen)
     if as_json:
         render.emit_json(counts)
