@@ -96,7 +96,7 @@ class Journal:
         with self.lock:  # the writer's thread and the sealer both append
             self.f.write(b"".join(lines))
             self.f.flush()
-            os.fsync(self.f.fileno())
+            os.fdatasync(self.f.fileno())  # the data and the size: what a replay needs
             self.size = self.f.tell()
 
     def close(self) -> None:
@@ -329,7 +329,9 @@ class Receiver:
         done = asyncio.get_running_loop().create_future()
         self.queue.put_nowait((line, done))
         await done  # fsynced
-        self._apply({"seq": seq, "signal": signal_name, "doc": doc}, time.monotonic())
+        # placed in its runs once the answer is on its way (the same order: call_soon is first in, first out)
+        asyncio.get_running_loop().call_soon(self._apply, {"seq": seq, "signal": signal_name, "doc": doc},
+                                             time.monotonic())
         n = _records(doc, signal_name)
         self.counts["requests"] += 1
         self.counts["records"] += n
