@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 
+from aefgate.converters.common import check_import_options
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.progress import task as progress_task
 from aefgate.formats.aef import jsonio
@@ -805,16 +806,7 @@ def import_log(
     from aefgate.formats.aef.verifier import in_one_process, verify_run
     from aefgate.fsutil import check_destination
 
-    if target_mode not in ("live", "replayed", "scripted", "mocked"):
-        raise Refusal("CLI-2", f"--target-mode is live, replayed, scripted or mocked, not {target_mode!r}",
-                      "--target-mode")
-    if content_capture not in ("on", "off"):
-        raise Refusal("CLI-2", f"--content-capture is on or off, not {content_capture!r}", "--content-capture")
-    if at is not None:
-        try:
-            parse_time(at)
-        except ValueError:
-            raise Refusal("CLI-2", f"--at {at!r} is not an RFC 3339 UTC time (ENC-8)", "--at") from None
+    check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)
     out = Path(os.path.abspath(out_dir))
     check_destination(out)
     content_on = content_capture == "on"

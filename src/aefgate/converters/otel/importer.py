@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from aefgate.converters.common import check_import_options
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.vocab import STATES, TYPED_ABSENCES
@@ -39,7 +40,6 @@ __all__ = ["from_otel", "input_files"]
 EVENT = "gen_ai.evaluation.result"
 MAX_REASON = 4096
 MAX_LABEL = 64
-TARGET_MODES = ("live", "replayed", "scripted", "mocked")
 
 
 def input_files(path: str | os.PathLike[str]) -> list[Path]:
@@ -227,18 +227,10 @@ def from_otel(
     from aefgate.formats.aef.sealer import NotVerified
     from aefgate.formats.aef.signatures import signing_key_of
     from aefgate.formats.aef.verifier import in_one_process
-    from aefgate.formats.aef.times import now, parse_time
+    from aefgate.formats.aef.times import now
     from aefgate.fsutil import check_destination
 
-    if target_mode not in TARGET_MODES:
-        raise Refusal("CLI-2", f"--target-mode is {', '.join(TARGET_MODES)}, not {target_mode!r}", "--target-mode")
-    if content_capture not in ("on", "off"):
-        raise Refusal("CLI-2", f"--content-capture is on or off, not {content_capture!r}", "--content-capture")
-    if at is not None:
-        try:
-            parse_time(at)
-        except ValueError:
-            raise Refusal("CLI-2", f"--at {at!r} is not an RFC 3339 UTC time (ENC-8)", "--at") from None
+    check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)
     signing_key = signing_key_of(key)  # before anything is written
     log_files = [f for p in ([logs] if isinstance(logs, (str, os.PathLike)) else logs) for f in input_files(p)]
     trace_files = [f for p in traces for f in input_files(p)]

@@ -1,0 +1,27 @@
+"""What every importer checks the same way: the run-header options a caller gives (before anything is read or
+written), refused as usage errors (``CLI-2``) at the option."""
+
+from __future__ import annotations
+
+from aefgate.errors import Refusal
+
+__all__ = ["TARGET_MODES", "check_import_options"]
+
+#: execution.targetMode ([RUN-7])
+TARGET_MODES = ("live", "replayed", "scripted", "mocked")
+
+
+def check_import_options(*, target_mode: str, content_capture: str, at: str | None) -> None:
+    """``--target-mode`` one of :data:`TARGET_MODES`, ``--content-capture`` on or off, ``--at`` an [ENC-8] time."""
+    from aefgate.formats.aef.times import parse_time
+
+    if target_mode not in TARGET_MODES:
+        raise Refusal("CLI-2", f"--target-mode is {', '.join(TARGET_MODES[:-1])} or {TARGET_MODES[-1]}, not "
+                               f"{target_mode!r}", "--target-mode")
+    if content_capture not in ("on", "off"):
+        raise Refusal("CLI-2", f"--content-capture is on or off, not {content_capture!r}", "--content-capture")
+    if at is not None:
+        try:
+            parse_time(at)
+        except ValueError:
+            raise Refusal("CLI-2", f"--at {at!r} is not an RFC 3339 UTC time (ENC-8)", "--at") from None
