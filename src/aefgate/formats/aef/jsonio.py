@@ -104,20 +104,18 @@ def _refuse_constant(name: str) -> Any:
 
 
 def _depth(value: Any) -> int:
-    """Nesting depth of objects and arrays (a scalar is 0, ``{}`` is 1), without recursion."""
-    best = 0
-    stack = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if type(v) is dict:
-            if d > best:
-                best = d
-            stack.extend((x, d + 1) for x in v.values())
-        elif type(v) is list:
-            if d > best:
-                best = d
-            stack.extend((x, d + 1) for x in v)
-    return best
+    """Nesting depth of objects and arrays (a scalar is 0, ``{}`` is 1), without recursion: level by level, keeping
+    only the containers of the next level (a scalar is never pushed)."""
+    level = [value] if type(value) in (dict, list) else []
+    depth = 0
+    while level:
+        depth += 1
+        nxt: list = []
+        for v in level:
+            items = v.values() if type(v) is dict else v
+            nxt.extend([x for x in items if type(x) is dict or type(x) is list])
+        level = nxt
+    return depth
 
 
 def _has_overflowing_int(value: Any) -> bool:
