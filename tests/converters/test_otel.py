@@ -266,3 +266,19 @@ def test_export_to_an_otlp_http_endpoint(exported: Path, tmp_path: Path):
     assert p.returncode == 2 and one_json(p.stdout)["error"]["rule"] == "PUB-1"
     p = aefgate("export", "otel", run, tmp_path / "f.jsonl", "--to", "http://127.0.0.1:9", "--json")
     assert p.returncode == 2 and one_json(p.stdout)["error"]["rule"] == "CLI-2"
+
+
+def test_the_pages_lists_are_the_declared_losses():
+    """Each sentence of the page's "What does not carry over" is a declared loss of its direction (and each of the
+    page's declared losses is on the page): one source, checked."""
+    from aefgate.converters.otel.losses import LOSSES_FROM_OTEL, LOSSES_TO_OTEL
+
+    text = (EXAMPLES.parent / "opentelemetry.md").read_text(encoding="utf-8").replace("`", "")
+    part = text.split("## What does not carry over", 1)[1].split("## Worked example", 1)[0]
+    to_otel_list = " ".join(part.split("**AEF → OpenTelemetry.**", 1)[1].split("**OpenTelemetry → AEF.**")[0].split())
+    from_otel_list = " ".join(part.split("**OpenTelemetry → AEF.**", 1)[1].split())
+    for losses, page in ((LOSSES_TO_OTEL, to_otel_list), (LOSSES_FROM_OTEL, from_otel_list)):
+        declared = [x.text for x in losses if x.source == "page"]
+        for t in declared:
+            assert t in page, t
+        assert len(page) == sum(len(t) for t in declared) + len(declared) - 1  # nothing on the page left out
