@@ -248,9 +248,14 @@ def test_bad_bodies_get_their_status_and_never_stop_the_service(tmp_path: Path):
         status, _h, body = svc.post("/v1/logs", gzip.compress((OTEL / "logs-1.pb").read_bytes()),
                                     headers={"Content-Encoding": "gzip"})
         assert status == 200 and ExportLogsServiceResponse.FromString(body).partial_success.rejected_log_records == 0
+        # a content type or an encoding OTLP/HTTP does not have: 415, nothing kept
+        assert svc.post("/v1/logs", (OTEL / "logs-1.pb").read_bytes(), "text/plain")[0] == 415
+        assert svc.post("/v1/logs", (OTEL / "logs-1.pb").read_bytes(), headers={"Content-Encoding": "br"})[0] == 415
+        assert svc.post("/v1/logs", (OTEL / "logs-1.pb").read_bytes(), headers={"Content-Encoding": "gzip"})[0] == 400
         assert svc.get("/healthz")[0] == 200
         m = svc.metrics()
-        assert m['aefgate_otlp_requests_total{signal="logs",status="400"}'] == 2
+        assert m['aefgate_otlp_requests_total{signal="logs",status="400"}'] == 3  # with the false gzip
+        assert m['aefgate_otlp_requests_total{signal="logs",status="415"}'] == 2
         assert m['aefgate_otlp_requests_total{signal="logs",status="413"}'] == 2
     finally:
         rc, out, err = svc.stop()

@@ -43,31 +43,55 @@ def application(max_body: int) -> Any:
 
 
 async def read_body(request: Any, max_body: int, timeout: float = BODY_TIMEOUT) -> bytes:
-    """The request's body (decompressed when it came gzip), at most ``max_body`` bytes, within ``timeout``
-    seconds: :class:`BodyError` otherwise."""
-    if request.content_length is not None and request.content_length > max_body and \
-            not request.headers.get("Content-Encoding"):
+    """The request's body, decompressed here when it came ``gzip`` or ``deflate`` (never past ``max_body``), at
+    most ``max_body`` bytes, within ``timeout`` seconds: :class:`BodyError` otherwise (415 for another
+    ``Content-Encoding``)."""
+    import zlib
+
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower() or "identity"
+    if encoding not in ("identity", "gzip", "deflate"):
+        raise BodyError(415, f"Content-Encoding {encoding!r}: gzip, deflate or none")
+    if request.content_length is not None and request.content_length > max_body:
         raise BodyError(413, f"the body is over {max_body} bytes")
     try:
         body = await asyncio.wait_for(request.content.read(max_body + 1), timeout)
     except asyncio.TimeoutError:
         raise BodyError(408, f"the body did not arrive within {timeout:g} s") from None
-    except Exception as e:  # a connection cut, a bad chunked encoding, a broken gzip stream
+    except Exception as e:  # a connection cut, a bad chunked encoding
         raise BodyError(400, f"the body could not be read: {type(e).__name__}") from None
     if len(body) > max_body:
         raise BodyError(413, f"the body is over {max_body} bytes")
+    if encoding != "identity":
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
+        try:
+            out = d.decompress(body, max_body + 1)
+        except zlib.error as e:
+            raise BodyError(400, f"the body is not {encoding}: {e}") from None
+        if len(out) > max_body or d.unconsumed_tail:
+            raise BodyError(413, f"the body decompresses past {max_body} bytes")
+        body = out
     return body
 
 
 async def start(app: Any, host: str, port: int) -> Any:
-    """Serve ``app`` on ``host:port``; returns the runner (``await runner.cleanup()`` stops it)."""
+    """Serve ``app`` on ``host:port``; returns the runner (``await runner.cleanup()`` stops it). ``CLI-2`` for an
+    address that cannot be listened on (a port in use, out of range)."""
     from aiohttp import web
 
+    from aefgate.errors import Refusal
+
+    if not 0 < port < 65536:
+        raise Refusal("CLI-2", f"port {port} is not 1-65535", "--listen")
+
     runner = web.AppRunner(app, access_log=None, handle_signals=False, max_line_size=MAX_LINE,
-                           max_field_size=MAX_FIELD, keepalive_timeout=KEEPALIVE)
+                           max_field_size=MAX_FIELD, keepalive_timeout=KEEPALIVE, auto_decompress=False)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as e:
+        await runner.cleanup()
+        raise Refusal("CLI-2", f"cannot listen on {host}:{port}: {e.strerror or e}", "--listen") from None
     return runner
 
 
@@ -78,6 +102,9 @@ def metrics_server(listen: str, registry: Any) -> None:
     from aefgate.errors import Refusal
 
     host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise Refusal("CLI-2", f"--metrics-listen is HOST:PORT, not {listen!r}", "--metrics-listen")
-    start_http_server(int(port), addr=host.strip("[]"), registry=registry)
+    if not sep or not port.isdigit() or not host or not 0 < int(port) < 65536:
+        raise Refusal("CLI-2", f"--metrics-listen is HOST:PORT (a port 1-65535), not {listen!r}", "--metrics-listen")
+    try:
+        start_http_server(int(port), addr=host.strip("[]"), registry=registry)
+    except OSError as e:
+        raise Refusal("CLI-2", f"cannot listen on {listen}: {e.strerror or e}", "--metrics-listen") from None

@@ -193,11 +193,11 @@ def _post(client: _Client, target: str, body: bytes, headers: Mapping[str, str],
                 raise Refusal("OTLP-3", f"{target} refused the records: {why}", target, exit_code=EXIT_INTEGRITY)
             wait = retry_after(resp_headers.get("retry-after"))
         if attempt >= policy.retries:
-            raise Refusal("OTLP-3", f"{target}: given up after {attempt + 1} attempts ({why})", target,
+            raise Refusal("OTLP-3", f"given up after {attempt + 1} attempts ({why})", target,
                           exit_code=EXIT_INTEGRITY)
         pause = wait if wait is not None else backoff(attempt)
         if time.monotonic() + pause >= deadline:
-            raise Refusal("OTLP-3", f"{target}: no answer before the deadline ({policy.timeout:g} s; last: {why})",
+            raise Refusal("OTLP-3", f"no answer before the deadline ({policy.timeout:g} s; last: {why})",
                           target, exit_code=EXIT_INTEGRITY)
         time.sleep(pause)
         attempt += 1

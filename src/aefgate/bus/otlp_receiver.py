@@ -289,8 +289,12 @@ class Receiver:
     async def handle(self, request: Any, signal_name: str) -> Any:
         from aiohttp import web
 
-        ctype = request.headers.get("Content-Type", "application/x-protobuf")
-        as_json = ctype.split(";")[0].strip().lower() == "application/json"
+        ctype = request.headers.get("Content-Type", "")
+        kind = ctype.split(";")[0].strip().lower()
+        as_json = kind == "application/json"
+        if kind not in ("application/x-protobuf", "application/json"):
+            return self._error(415, f"Content-Type {ctype!r}: application/x-protobuf or application/json", False,
+                               signal_name)
         from aefgate.bus.http_server import BodyError, read_body
 
         try:
@@ -586,8 +590,8 @@ async def _grpc_server(rx: Receiver, listen: str) -> Any:
 
 def _hostport(text: str, option: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise Refusal("CLI-2", f"{option} is HOST:PORT, not {text!r}", option)
+    if not sep or not port.isdigit() or not host or not 0 < int(port) < 65536:
+        raise Refusal("CLI-2", f"{option} is HOST:PORT (a port 1-65535), not {text!r}", option)
     return host.strip("[]"), int(port)
 
 

@@ -648,6 +648,13 @@ def run(argv: Optional[List[str]] = None) -> int:
     except BrokenPipeError:  # the reader of stdout went away (| head): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:  # the system refused a file or a socket (a read-only place, a full disk): IO-1
+        where = str(e.filename or "")
+        message = f"{e.strerror or e}" + (" (" + type(e).__name__ + ")" if not e.strerror else "")
+        if as_json:
+            render.emit_json({"error": {"rule": "IO-1", "where": where, "message": message}})
+        render.print_error("IO-1", where, message)
+        return EXIT_INPUT
     except Exception as e:  # a bug: say so, never a traceback unless asked
         if render.debug():
             traceback.print_exc()

@@ -109,8 +109,10 @@ def export_otel(
             if not sep or not k.strip():
                 raise Refusal("CLI-2", "a header is written K=V", "--header")
             headers[k.strip()] = v
-        if retries < 0 or timeout <= 0:
-            raise Refusal("CLI-2", "--retries is 0 or more and --timeout more than 0", "--retries")
+        if retries < 0:
+            raise Refusal("CLI-2", "--retries is 0 or more", "--retries")
+        if timeout <= 0:
+            raise Refusal("CLI-2", "--timeout is more than 0", "--timeout")
         sent = send_otel(run, to, encoding=encoding, headers=headers, policy=Policy(retries=retries, timeout=timeout))
         if as_json:
             render.emit_json({"run": str(run), "to": to, **sent})
@@ -118,7 +120,9 @@ def export_otel(
         c = render.console()
         for signal, rep in sent.items():
             c.print(f"sent      {signal}: {rep['records']} records in {rep['requests']} requests to "
-                    f"{render.escape(rep['endpoint'])}" + (f", {rep['rejected']} rejected" if rep["rejected"] else ""))
+                    f"{render.escape(rep['endpoint'])}" + (f", {rep['rejected']} rejected: "
+                                                          f"{render.escape('; '.join(rep['messages']))}"
+                                                          if rep["rejected"] else ""))
         return
     from aefgate.converters.otel.exporter import to_otel
     from aefgate.fsutil import count_lines

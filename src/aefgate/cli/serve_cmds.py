@@ -93,7 +93,7 @@ def otlp(
     metrics_listen: Optional[str] = typer.Option(None, "--metrics-listen", help="HOST:PORT for Prometheus metrics "
                                                  "(/metrics)."),
     grpc_listen: Optional[str] = typer.Option(None, "--grpc-listen", help="HOST:PORT for OTLP/gRPC too (needs the "
-                                              "grpc extra: pip install 'aefgate[grpc]')."),
+                                              "grpc extra: pip install 'aefgate\\[grpc]')."),
     idle: float = typer.Option(5.0, "--idle", help="Seconds without a new record after which a run is complete and "
                                "sealed."),
     max_body: int = typer.Option(16 * 1024 * 1024, "--max-body", help="The largest request body, in bytes, before "

@@ -227,10 +227,13 @@ def from_otel(
     from aefgate.formats.aef.sealer import NotVerified
     from aefgate.formats.aef.signatures import signing_key_of
     from aefgate.formats.aef.verifier import in_one_process
-    from aefgate.formats.aef.times import now
+    from aefgate.formats.aef.times import now, parse_time
     from aefgate.fsutil import check_destination
 
     check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)
+    for name, value in (("--subject", subject), ("--run-id", run_id), ("--from", source)):
+        if value is not None and not value:
+            raise Refusal("CLI-2", f"{name} is not empty", name)
     signing_key = signing_key_of(key)  # before anything is written
     log_files = [f for p in ([logs] if isinstance(logs, (str, os.PathLike)) else logs) for f in input_files(p)]
     trace_files = [f for p in traces for f in input_files(p)]
@@ -304,8 +307,11 @@ def from_otel(
                                       exit_code=e.exit_code) from None
                     bar.advance()
             with in_one_process():  # the verification before the seal, in this process: flat memory
-                b.finish("completed", ended_at=ev.last_time[1] if ev.last_time else when, summary={"lanes": []},
-                         seal="ingest", sealed_at=at, signing_key=signing_key)
+                ended = ev.last_time[1] if ev.last_time else when
+                # no --at: sealed now, or at the run's end when the events' clock runs ahead of this one
+                sealed = at or (ended if parse_time(ended) > parse_time(when) else when)
+                b.finish("completed", ended_at=ended, summary={"lanes": []}, seal="ingest", sealed_at=sealed,
+                         signing_key=signing_key)
     except NotVerified as e:
         where, code = e.problems[0] if getattr(e, "problems", None) else ("", "invalid")
         raise Refusal("OT-8", f"the imported run does not verify: {code} at {where}", where,

@@ -241,9 +241,14 @@ def iter_file(path: str | os.PathLike[str], signal: str) -> Iterator[tuple[str, 
                 try:
                     doc = jsonio.loads(raw)
                 except jsonio.JsonProblem as e:
-                    raise Refusal("OTLP-1", f"not an OTLP/JSON object: {e.reason}", where) from None
+                    raise Refusal("OTLP-1", f"not an OTLP/JSON object: {e.reason} (an OTLP/JSON file holds one "
+                                            "object per line)", where) from None
                 if not isinstance(doc.get(_TOP[signal], []), list):
                     raise Refusal("OTLP-1", f"not OTLP/JSON {signal}: {_TOP[signal]} is not a list", where)
+                other = _TOP["traces" if signal == "logs" else "logs"]
+                if _TOP[signal] not in doc and other in doc:
+                    raise Refusal("OTLP-1", f"OTLP/JSON {'traces' if signal == 'logs' else 'logs'}, where {signal} "
+                                            "are expected", where)
                 yield where, doc
         except jsonio.JsonProblem as e:
             raise Refusal("OTLP-1", f"not OTLP/JSON lines: {e.reason}", str(p)) from None
