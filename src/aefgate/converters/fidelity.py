@@ -46,7 +46,7 @@ import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
 from aefgate.converters.registry import HUB, Converter, Loss, Registry, _step_options, registry
 from aefgate.errors import Refusal
@@ -262,11 +262,6 @@ def _both_ways(fmt: str, reg: Registry) -> tuple[Converter, Converter]:
     return exp, imp
 
 
-def _split_options(steps: Sequence[Converter], options: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each step's options (CONV-3 for one no step takes), as :func:`~.registry.run_route` gives them."""
-    return _step_options(steps, options)
-
-
 def fidelity(fmt: str, run_dir: str | os.PathLike[str], *, options: Mapping[str, Any] | None = None,
              withheld_ok: Iterable[str] = (), reg: Registry | None = None) -> FidelityReport:
     """AEF -> ``fmt`` -> AEF on the run at ``run_dir`` (in a temporary folder, removed afterwards), compared field by
@@ -279,7 +274,7 @@ def fidelity(fmt: str, run_dir: str | os.PathLike[str], *, options: Mapping[str,
     if not (root / "run.json").is_file():
         raise Refusal("CLI-1", "not a run folder (no run.json)", str(root))
     given = dict(options or {})
-    exp_kw, imp_kw = _split_options([exp, imp], given)
+    exp_kw, imp_kw = _step_options([exp, imp], given)
     exp_kw.update({k: v for k, v in exp.round_trip_options.items() if k not in given})
     if imp.back_options is not None:
         for k, v in imp.back_options(root).items():
@@ -451,7 +446,7 @@ def fidelity_from_source(fmt: str, source: str | os.PathLike[str], *, options: M
     if not src.exists():
         raise Refusal("CLI-1", "no such file", str(src))
     given = dict(options or {})
-    imp_kw, exp_kw = _split_options([imp, exp], given)
+    imp_kw, exp_kw = _step_options([imp, exp], given)
     exp_kw.update({k: v for k, v in exp.round_trip_options.items() if k not in given})
     report = FidelityReport(f"{imp.source} -> aef -> {imp.source}", str(src),
                             [x for x in imp.losses + exp.losses if x.applies({**imp_kw, **exp_kw})])

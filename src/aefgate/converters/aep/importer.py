@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 
-from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.errors import Refusal
 from aefgate.progress import task as progress_task
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.times import parse_time
@@ -476,9 +476,7 @@ def _write(imp: _Importer, out: Path, *, at: str | None, key: Any, run_id: str |
             b.finish("completed", ended_at=ended, summary=request, seal="ingest", sealed_at=at,
                      signing_key=signing_key)
     except NotVerified as e:
-        where, code = e.problems[0] if getattr(e, "problems", None) else ("", "invalid")
-        raise Refusal("AEP-17", f"the imported run does not verify: {code} at {where}", where,
-                      exit_code=EXIT_INTEGRITY) from None
+        raise e.as_refusal("AEP-17", "the imported run") from None
     return out
 
 

@@ -859,9 +859,7 @@ def import_log(
                         b.finish(h.status, abort_reason=h.abort_reason, summary=h.request, seal="ingest",
                                  sealed_at=at, signing_key=key)
                 except NotVerified as e:
-                    where, code = e.problems[0]
-                    raise Refusal("IN-11", f"the converted run does not verify: {code} at {where}", where,
-                                  exit_code=EXIT_INTEGRITY) from None
+                    raise e.as_refusal("IN-11", "the converted run") from None
             else:
                 b.finish_running()
         if closed:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from aefgate.converters.common import check_import_options
-from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.vocab import STATES, TYPED_ABSENCES
 from aefgate.formats.otlp import attributes, iter_file, nanos_to_time, value_of
@@ -313,7 +313,5 @@ def from_otel(
                 b.finish("completed", ended_at=ended, summary={"lanes": []}, seal="ingest", sealed_at=sealed,
                          signing_key=signing_key)
     except NotVerified as e:
-        where, code = e.problems[0] if getattr(e, "problems", None) else ("", "invalid")
-        raise Refusal("OT-8", f"the imported run does not verify: {code} at {where}", where,
-                      exit_code=EXIT_INTEGRITY) from None
+        raise e.as_refusal("OT-8", "the imported run") from None
     return out

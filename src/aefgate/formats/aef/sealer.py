@@ -123,6 +123,13 @@ class NotVerified(Refusal):
         super().__init__(rule, message, where)
         self.problems = problems
 
+    def as_refusal(self, rule: str, what: str = "the imported run") -> Refusal:
+        """The converter's own integrity refusal (exit 1) under ``rule``, at the first problem."""
+        from aefgate.errors import EXIT_INTEGRITY
+
+        where, code = self.problems[0] if self.problems else ("", "invalid")
+        return Refusal(rule, f"{what} does not verify: {code} at {where}", where, exit_code=EXIT_INTEGRITY)
+
 
 def seal_run(run_dir: str | Path, *, sealed_by: str = "producer", sealed_at: str | None = None) -> str:
     """Seal a closed run: write ``seal.json`` ([SEAL-5]) and return the run hash.
