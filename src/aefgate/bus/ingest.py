@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import unquote, urlsplit
 
+from aefgate.bus.names import _SAFE, _token, run_name
+from aefgate.bus.otlp_bus import HDR_SIGNAL, journal_lines
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.fsutil import fsync_dir, fsync_tree
@@ -60,28 +62,12 @@ __all__ = [
 JOURNAL_DIR = ".journal"
 STATE_DIR = ".ingest"
 DEFAULT_DEAD_LETTER = ".ingest/dead-letter.jsonl"
-MAX_NAME = 200  # bytes of an encoded session name before it is shortened with a digest
 MAX_BODY = 32 << 20  # an HTTP request body
 DRAIN_MAX = 5.0  # seconds a stopping node keeps journaling what other nodes forward to it
 HEARTBEAT = 2.0  # seconds between a node's presence updates; a node silent for 5 of them is no longer offered sessions
-_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
 # -- names and keys ---------------------------------------------------------------------------------------------
-
-
-def run_name(session: str) -> str:
-    """The folder name of a session's run: the session id percent-encoded as UTF-8, every byte outside
-    ``[A-Za-z0-9_-]`` as ``%XX`` (so ``.`` too: ``.N`` suffixes of later generations, ``.jsonl`` and ``.keys``
-    never collide with a name, and no name is hidden, ``.`` or ``..``). A name over 200 bytes keeps its first 160
-    and ends in ``~`` and 32 hex digits of the SHA-256 of the session id."""
-    name = "".join(chr(b) if chr(b) in _SAFE else f"%{b:02X}" for b in session.encode("utf-8"))
-    if len(name) > MAX_NAME:
-        cut = name[:160]
-        if "%" in cut[-2:]:  # never split an escape
-            cut = cut[: cut.rindex("%")]
-        name = cut + "~" + hashlib.sha256(session.encode("utf-8")).hexdigest()[:32]
-    return name
 
 
 def generation_name(name: str, gen: int) -> str:
@@ -295,6 +281,8 @@ class SealOutcome:
     duplicates: int = 0
     refusal: Refusal | None = None
     rejected: Path | None = None  # the journal moved aside, to dead-letter
+    dropped: list = field(default_factory=list)  # OTLP: (refusal, record) of evaluation events left out (OT-6)
+    note: str = ""  # OTLP: what the run lacks (its traces), or why there is none
 
 
 class Store:
@@ -313,6 +301,8 @@ class Store:
         self.key = key
         self.target_mode = target_mode
         self._executor = None
+        # OTLP runs: (where, trace ids) -> the stored trace pieces (NATS: read from the stream at seal time)
+        self.fetch_spans: Callable[[str, list[str]], list[dict]] | None = None
 
     # recovery -------------------------------------------------------------------------------------------------
 
@@ -421,9 +411,9 @@ class Store:
             outcome = SealOutcome(name)
             keys: dict[str, None] = {}
 
-            def events() -> Iterator[tuple[str, dict]]:
+            def records() -> Iterator[dict]:
                 # in stream order (NATS: the stream sequence, whichever process took the message), else as
-                # journaled; the first copy of an event is kept
+                # journaled; the first copy of an event (or of an OTLP piece) is kept
                 recs = sorted(self._records(path), key=lambda lr: (lr[1].get("n", 0), lr[0]))
                 for _lineno, rec in recs:
                     k = rec["k"]
@@ -431,18 +421,35 @@ class Store:
                         outcome.duplicates += 1
                         continue
                     keys[k] = None
-                    ev = rec["e"]
-                    yield rec["w"], (ce_forward(ev) if rec.get("ce") else ev)
+                    yield rec
 
             gname = generation_name(name, gen)
             stage = self.staging / f"{gname}-{secrets.token_hex(4)}"
             try:
-                pairs = list(events())
-                if not pairs:  # only redeliveries of sealed events
+                recs = list(records())
+                if not recs:  # only redeliveries of sealed events
                     self._drop(path)
                     return outcome
-                import_events(pairs, stage, at=self.at, key=self.key, target_mode=self.target_mode,
-                              name=str(path))
+                if "o" in recs[0]:  # OTLP records (bus/otlp_bus.py): the OpenTelemetry importer builds the run
+                    from aefgate.bus.otlp_bus import build_run
+
+                    work = self.staging / f".{gname}-{secrets.token_hex(4)}.otlp"
+                    try:
+                        built = build_run(recs, stage, work, gen=gen, at=self.at, key=self.key,
+                                          target_mode=self.target_mode, fetch_spans=self.fetch_spans)
+                    finally:
+                        shutil.rmtree(work, ignore_errors=True)
+                    if built is None:  # logs without an evaluation event make no run
+                        outcome.note = "no gen_ai.evaluation.result event: no run"
+                        self._drop(path)
+                        return outcome
+                    outcome.dropped = built.dropped
+                    outcome.note = built.warning
+                    count = built.events
+                else:
+                    import_events([(r["w"], ce_forward(r["e"]) if r.get("ce") else r["e"]) for r in recs], stage,
+                                  at=self.at, key=self.key, target_mode=self.target_mode, name=str(path))
+                    count = len(keys)
             except Refusal as r:
                 shutil.rmtree(stage, ignore_errors=True)
                 outcome.refusal = r
@@ -465,7 +472,7 @@ class Store:
             os.rename(stage, dest)  # the commit point: the keys count from now on
             fsync_dir(self.out)
             self._drop(path)
-            outcome.run, outcome.events = dest, len(keys)
+            outcome.run, outcome.events = dest, count
             return outcome
         finally:
             os.close(fd)
@@ -490,16 +497,6 @@ def rejected_records(path: Path) -> Iterator[dict]:
 
 
 NODE_FILE = "node"  # OUT/.ingest/node: the node's name, kept across restarts
-_TOKEN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-
-
-def _token(text: str, limit: int = 64) -> str:
-    """``text`` as a NATS name and subject token (``[A-Za-z0-9_-]``): kept when it is one, else the allowed
-    characters and 12 hex digits of its SHA-256 (so two different texts never give one token)."""
-    if text and len(text) <= limit and set(text) <= _TOKEN:
-        return text
-    kept = "".join(c if c in _TOKEN else "-" for c in text)[: limit - 13]
-    return f"{kept}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}"
 
 
 def node_name(out: Path, given: str | None = None) -> str:
@@ -511,7 +508,7 @@ def node_name(out: Path, given: str | None = None) -> str:
 
     kept = out / STATE_DIR / NODE_FILE
     if given is not None:
-        if not given or len(given) > 64 or not set(given) <= _TOKEN:
+        if not given or len(given) > 64 or not set(given) <= _SAFE:
             raise Refusal("CLI-2", "a node name is 1 to 64 characters of [A-Za-z0-9_-]", "--node")
         name = given
     else:
@@ -519,7 +516,7 @@ def node_name(out: Path, given: str | None = None) -> str:
             name = kept.read_text("ascii").strip()
         except (FileNotFoundError, UnicodeDecodeError):
             name = ""
-        if not name or not set(name) <= _TOKEN:
+        if not name or not set(name) <= _SAFE:
             host = _token(socket.gethostname() or "host", 40)
             name = f"{host}-{hashlib.sha256(str(out.resolve()).encode('utf-8')).hexdigest()[:12]}"
     try:
@@ -766,13 +763,21 @@ class _Service:
                 continue
             self.touched.discard(name)
             self.stats.duplicates += outcome.duplicates
+            for refusal, record in outcome.dropped:  # OTLP: evaluation events the run could not hold
+                self.dead.add(refusal, {"otlpLogRecord": record})
+                self.stats.dead += 1
+            if outcome.dropped:
+                await self.dead.flush()
             if outcome.run is not None:
                 self.stats.runs += 1
                 self.stats.sealed_events += outcome.events
-                _log(f"sealed {outcome.run.name} ({outcome.events} events, {outcome.duplicates} duplicates)")
+                _log(f"sealed {outcome.run.name} ({outcome.events} events, {outcome.duplicates} duplicates)"
+                     + (f"; {outcome.note}" if outcome.note else ""))
             elif outcome.refusal is not None:
                 self.stats.refused_sessions += 1
                 await self._dead_letter_journal(outcome.rejected, outcome.refusal)
+            elif outcome.note:
+                _log(f"{name}: {outcome.note}")
             else:
                 _log(f"{name}: only redeliveries of sealed events ({outcome.duplicates}), nothing to seal")
 
@@ -781,7 +786,8 @@ class _Service:
             return
         for rec in rejected_records(path):
             self.dead.add(Refusal(refusal.rule, f"the session's run was refused: {refusal.message}",
-                                  rec.get("w") or refusal.where), {"event": rec.get("e")})
+                                  rec.get("w") or refusal.where),
+                          {"event": rec.get("e")} if "e" in rec else {"otlp": rec.get("o")})
             self.stats.dead += 1
         await self.dead.flush()
         path.unlink(missing_ok=True)
@@ -875,6 +881,14 @@ class _Service:
             self.fleet = Fleet(js, nc, node_name(self.cfg.out, self.cfg.node), stream, self.cfg.durable,
                                ack_wait=self.cfg.ack_wait)
             await self.fleet.setup()  # before the first claim: what is forwarded to this node has a consumer
+            loop = asyncio.get_running_loop()
+
+            def spans(where: str, trace_ids: list[str]) -> list[dict]:  # called by a seal, in a worker thread
+                from aefgate.bus.otlp_bus import fetch_spans
+
+                return asyncio.run_coroutine_threadsafe(fetch_spans(js, where, trace_ids), loop).result(120)
+
+            self.store.fetch_spans = spans
             psub = await js.pull_subscribe(subject, durable=self.cfg.durable, stream=stream, config=config)
             await self._startup()
             _log(f"consuming {subject!r} (stream {stream}, durable {self.cfg.durable}) into {self.cfg.out} "
@@ -925,7 +939,10 @@ class _Service:
                 seq = None
             where = f"nats:{stream}#{seq if seq is not None else '?'}"
             try:
-                part = self._records(decode_nats(m.headers, m.data, where), where, seq)
+                if m.headers and HDR_SIGNAL in m.headers:  # OTLP records from serve otlp --bus (otlp_bus.py)
+                    part = journal_lines(m.headers, m.data, where, seq)
+                else:
+                    part = self._records(decode_nats(m.headers, m.data, where), where, seq)
             except Refusal as r:
                 self.dead.add(r, _raw(m.headers, m.data))
                 self.stats.dead += 1
@@ -999,7 +1016,7 @@ class _Service:
                 for line in bytes(m.data or b"").splitlines(keepends=True):
                     try:
                         rec = jsonio.loads(line)
-                        name = run_name(rec["e"]["session"])
+                        name = rec["j"] if "o" in rec else run_name(rec["e"]["session"])
                     except Exception as e:  # not what a node forwards: kept aside, never blocks
                         self.dead.add(Refusal("INGEST-1", f"not a forwarded journal record: {e}",
                                               f"nats:{self.fleet.stream}"), _raw(m.headers, line))

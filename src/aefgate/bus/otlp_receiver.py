@@ -33,7 +33,6 @@ import asyncio
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import sys
@@ -44,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from aefgate.bus.otlp_bus import RUN_ID_KEY, group_key, has_spans, run_id_part
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.otlp import MAX_BODY, attributes, decode_body, value_of
@@ -51,12 +51,6 @@ from aefgate.formats.otlp import MAX_BODY, attributes, decode_body, value_of
 __all__ = ["Receiver", "serve"]
 
 EVENT = "gen_ai.evaluation.result"
-RUN_ID_KEY = "test.suite.run.id"
-_ID_BAD = re.compile(r"[^A-Za-z0-9._:-]")
-
-
-def _run_id_part(text: str) -> str:
-    return _ID_BAD.sub("_", text)[:100] or "run"
 
 
 # -- the journal ----------------------------------------------------------------------------------------------------
@@ -131,7 +125,7 @@ class Assembler:
     def _group(self, key: tuple[str, str], service: str | None, seq: int, now: float) -> Group:
         g = self.groups.get(key)
         if g is None:
-            base = _run_id_part(key[1]) if key[0] == "run" else f"{_run_id_part(key[1])}-{seq:08d}"
+            base = run_id_part(key[1]) if key[0] == "run" else f"{run_id_part(key[1])}-{seq:08d}"
             rid = base if base not in self.taken else f"{base}-{seq:08d}"
             self.taken.add(rid)
             g = self.groups[key] = Group(key, rid, service)
@@ -150,8 +144,7 @@ class Assembler:
             for sl in rl.get("scopeLogs") or ():
                 by_group: dict[tuple[str, str], list] = {}
                 for rec in sl.get("logRecords") or ():
-                    run = value_of(attributes(rec.get("attributes")).get(RUN_ID_KEY)) if res_run is None else res_run
-                    key = ("run", str(run)) if run else ("svc", service or "unknown")
+                    key = group_key(rec, res_run, service)
                     by_group.setdefault(key, []).append(rec)
                 for key, recs in by_group.items():
                     g = self._group(key, service, seq, now)
@@ -217,9 +210,7 @@ def check_records(doc: dict, where: str, asm: Assembler | None = None) -> tuple[
                         first = first or f"[{e.rule}] {e.message}"
                         continue
                     if asm is not None:
-                        run = value_of(attributes(rec.get("attributes")).get(RUN_ID_KEY)) if res_run is None \
-                            else res_run
-                        key = ("run", str(run)) if run else ("svc", service or "unknown")
+                        key = group_key(rec, res_run, service)
                         g = asm.groups.get(key)
                         mark = hashlib.blake2b(jsonio.dumps([line["caseId"], line["path"]]), digest_size=8).digest()
                         seen = g.seen if g is not None else asm.pending.setdefault(key, set())
@@ -307,9 +298,12 @@ class Receiver:
             return self._error(413 if e.rule == "OTLP-2" else 400, e.message, as_json, signal_name)
         try:
             rejected, reason = await self.accept(signal_name, doc, body)
-        except QueueFull:
+        except QueueFull as e:
             self._count(signal_name, 503)
-            return web.Response(status=503, headers={"Retry-After": "1"}, text="the journal is behind\n")
+            return web.Response(status=503, headers={"Retry-After": "1"},
+                                text=f"{e.args[0] if e.args else 'the journal is behind'}\n")
+        except Refusal as e:  # --bus: a record larger than a bus message
+            return self._error(413, e.message, as_json, signal_name)
         self._count(signal_name, 200)
         return self._success(signal_name, as_json, rejected, reason)
 
@@ -456,7 +450,7 @@ class Receiver:
             logs = work / "logs.jsonl"
             logs.write_bytes(b"".join(jsonio.dump_line(d) for d in docs))
             trace_files = []
-            if traces and _has_spans(traces, docs):
+            if traces and has_spans(traces, docs):
                 (work / "traces.jsonl").write_bytes(b"".join(jsonio.dump_line(d) for d in traces))
                 trace_files = [work / "traces.jsonl"]
             elif traces:
@@ -500,26 +494,63 @@ class Receiver:
         self.asm.spans.clear()
 
 
+class BusReceiver(Receiver):
+    """``--bus nats://HOST:PORT/SUBJECT``: a request's records go to JetStream (:class:`aefgate.bus.otlp_bus.
+    Publisher`) and the answer is 200 once JetStream acknowledged every message of it; the ``serve ingest`` fleet
+    builds the runs. No journal and no run here; the evaluation events are checked on their own (OT-6) as without
+    the bus, the repeats of a (case, metric) in a run are left out when the run is built."""
+
+    def __init__(self, bus: Any, *, max_body: int, queue: int, subject: str | None,
+                 say: Callable[[str], None] | None, metrics: Any) -> None:
+        self.bus = bus
+        self.max_body = max_body
+        self.subject = subject
+        self.say = say or (lambda s: None)
+        self.metrics = metrics
+        self.queue = None
+        self.queue_bound = queue
+        self.inflight = 0
+        self.counts = {"requests": 0, "records": 0, "published": 0}
+        self.ready = True
+
+    async def accept(self, signal_name: str, doc: dict, body: bytes) -> tuple[int, str]:
+        digest = hashlib.sha256(signal_name.encode() + b"\0" + body).hexdigest()[:32]
+        rejected, reason = 0, ""
+        if signal_name == "logs":
+            doc, rejected, reason = check_records(doc, "body")
+        if self.inflight >= self.queue_bound:
+            raise QueueFull("more requests wait for JetStream than --queue")
+        self.inflight += 1
+        try:
+            await self.bus.publish(signal_name, doc, digest, self.subject)
+        except Refusal:
+            raise
+        except Exception as e:  # the bus is down or slow: nothing acknowledged, the exporter retries
+            raise QueueFull(f"JetStream did not acknowledge: {type(e).__name__}: {e}") from None
+        finally:
+            self.inflight -= 1
+        n = _records(doc, signal_name)
+        self.counts["requests"] += 1
+        self.counts["records"] += n
+        self.counts["published"] = self.bus.published
+        if self.metrics is not None:
+            self.metrics.records.labels(signal_name).inc(n)
+            if rejected:
+                self.metrics.rejected.labels(signal_name, "OT-6").inc(rejected)
+            self.metrics.depth.set(self.inflight)
+        return rejected, reason
+
+    def status(self) -> str:
+        c = self.counts
+        return (f"status    {c['requests']} requests, {c['records']} records, {c['published']} messages on "
+                f"{self.bus.stream}, {self.inflight} waiting for JetStream")
+
+
 def _records(doc: dict, signal_name: str) -> int:
     if signal_name == "logs":
         return sum(len(s.get("logRecords") or ()) for r in doc.get("resourceLogs") or ()
                    for s in r.get("scopeLogs") or ())
     return sum(len(s.get("spans") or ()) for r in doc.get("resourceSpans") or () for s in r.get("scopeSpans") or ())
-
-
-def _has_spans(traces: list[dict], docs: list[dict]) -> bool:
-    """Whether every span an event is parented to is among ``traces`` (else the run is written without them: a
-    traceLink must name a span of traces.otlp.jsonl, RUN-14)."""
-    spans = {(str(sp.get("traceId", "")).lower(), str(sp.get("spanId", "")).lower())
-             for d in traces for rs in d["resourceSpans"] for ss in rs["scopeSpans"] for sp in ss["spans"]}
-    for d in docs:
-        for rl in d["resourceLogs"]:
-            for sl in rl["scopeLogs"]:
-                for rec in sl["logRecords"]:
-                    if rec.get("eventName") == EVENT and rec.get("spanId"):
-                        if (str(rec.get("traceId", "")).lower(), rec["spanId"].lower()) not in spans:
-                            return False
-    return True
 
 
 class Metrics:
@@ -563,9 +594,12 @@ async def _grpc_server(rx: Receiver, listen: str) -> Any:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, e.message)
         try:
             rejected, reason = await rx.accept(signal_name, doc, request.SerializeToString())
-        except QueueFull:
+        except QueueFull as e:
             rx._count(signal_name, 503)
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "the journal is behind")
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, e.args[0] if e.args else "the journal is behind")
+        except Refusal as e:  # --bus: a record larger than a bus message
+            rx._count(signal_name, 413)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, e.message)
         rx._count(signal_name, 200)
         if rejected:
             response.partial_success.rejected_log_records = rejected
@@ -595,11 +629,13 @@ def _hostport(text: str, option: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def serve(out: str | os.PathLike[str], *, listen: str = "127.0.0.1:4318", metrics_listen: str | None = None,
+def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318", metrics_listen: str | None = None,
           idle: float = 5.0, key: Any = None, max_body: int = 16 * 1024 * 1024, queue: int = 1024,
           subject: str | None = None, say: Callable[[str], None] | None = None,
-          grpc_listen: str | None = None) -> dict:
-    """Run the receiver until SIGTERM or SIGINT, then seal every open run and return the counts."""
+          grpc_listen: str | None = None, bus: str | None = None, bus_timeout: float = 10.0) -> dict:
+    """Run the receiver until SIGTERM or SIGINT, then seal every open run and return the counts. With ``bus``
+    (``nats://HOST:PORT/SUBJECT``) the records go to JetStream instead, for the ``serve ingest`` fleet; ``out`` and
+    ``key`` are then the fleet's (``serve ingest --out --key``), not given here."""
     from aiohttp import web
 
     from aefgate.formats.aef.signatures import signing_key_of
@@ -607,28 +643,51 @@ def serve(out: str | os.PathLike[str], *, listen: str = "127.0.0.1:4318", metric
     host, port = _hostport(listen, "--listen")
     if grpc_listen is not None:
         _hostport(grpc_listen, "--grpc-listen")
-    signing_key = signing_key_of(key)
     if idle <= 0 or max_body <= 0 or queue <= 0:
         raise Refusal("CLI-2", "--idle, --max-body and --queue are more than 0", "--idle")
     if max_body > MAX_BODY:
         raise Refusal("CLI-2", f"--max-body is at most {MAX_BODY}", "--max-body")
-    outdir = Path(out)
-    if outdir.exists() and not outdir.is_dir():
-        raise Refusal("OUT-1", "the output is not a folder", str(outdir))
-    outdir.mkdir(parents=True, exist_ok=True)
+    if subject is not None and not subject:
+        raise Refusal("CLI-2", "--subject is not empty", "--subject")
+    publisher = None
+    if bus is not None:
+        from aefgate.bus.otlp_bus import Publisher
+
+        if not 0 < bus_timeout <= 600:
+            raise Refusal("CLI-2", "--bus-timeout is more than 0 and at most 600 seconds", "--bus-timeout")
+        publisher = Publisher(bus, timeout=bus_timeout)
+        if out is not None or key is not None:
+            raise Refusal("CLI-2", "with --bus the runs are built, sealed and signed by serve ingest (its --out and "
+                          "--key): give neither --out nor --key here", "--out" if out is not None else "--key")
+    elif out is None:
+        raise Refusal("CLI-2", "--out DIR (where the runs go), or --bus nats://HOST:PORT/SUBJECT", "--out")
+    signing_key = signing_key_of(key)
+    outdir = Path(out) if out is not None else None
+    if outdir is not None:
+        if outdir.exists() and not outdir.is_dir():
+            raise Refusal("OUT-1", "the output is not a folder", str(outdir))
+        outdir.mkdir(parents=True, exist_ok=True)
     metrics = Metrics() if metrics_listen else None
     if metrics is not None:
         from aefgate.bus.http_server import metrics_server
 
         metrics_server(metrics_listen, metrics.registry)
     say = say or (lambda s: None)
-    rx = Receiver(outdir, idle=idle, key=signing_key, max_body=max_body, queue=queue, subject=subject, say=say,
-                  metrics=metrics)
+    if publisher is not None:
+        rx: Receiver = BusReceiver(publisher, max_body=max_body, queue=queue, subject=subject, say=say,
+                                   metrics=metrics)
+    else:
+        assert outdir is not None
+        rx = Receiver(outdir, idle=idle, key=signing_key, max_body=max_body, queue=queue, subject=subject, say=say,
+                      metrics=metrics)
 
     async def main() -> None:
         from aefgate.bus.http_server import application, start
 
-        rx.queue = asyncio.Queue(maxsize=queue)
+        if publisher is not None:
+            await publisher.connect()  # before listening: a request is taken only when it can be published
+        else:
+            rx.queue = asyncio.Queue(maxsize=queue)
         app = application(max_body)
         app.router.add_post("/v1/logs", lambda r: rx.handle(r, "logs"))
         app.router.add_post("/v1/traces", lambda r: rx.handle(r, "traces"))
@@ -641,11 +700,26 @@ def serve(out: str | os.PathLike[str], *, listen: str = "127.0.0.1:4318", metric
         grpc_server = await _grpc_server(rx, grpc_listen) if grpc_listen else None
         if grpc_server is not None:
             say(f"listening grpc://{grpc_listen} (OTLP/gRPC)")
-        say(f"listening http://{host}:{port} (OTLP/HTTP /v1/logs, /v1/traces), runs into {outdir}")
+        if publisher is not None:
+            say(f"listening http://{host}:{port} (OTLP/HTTP /v1/logs, /v1/traces), records onto {publisher.subject} "
+                f"(stream {publisher.stream}; spans on {publisher.trace_prefix}.<trace id>)")
+        else:
+            say(f"listening http://{host}:{port} (OTLP/HTTP /v1/logs, /v1/traces), runs into {outdir}")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for s in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(s, stop.set)
+        if publisher is not None:
+            reporter = asyncio.create_task(rx.reporter())
+            await stop.wait()
+            if grpc_server is not None:
+                await grpc_server.stop(grace=10)
+            await runner.shutdown()  # no new request; those under way are published and answered
+            await runner.cleanup()
+            reporter.cancel()
+            await asyncio.gather(reporter, return_exceptions=True)
+            await publisher.close()
+            return
         tasks = [asyncio.create_task(rx.writer()), asyncio.create_task(rx.sealer()),
                  asyncio.create_task(rx.reporter())]
         await stop.wait()
@@ -664,8 +738,14 @@ def serve(out: str | os.PathLike[str], *, listen: str = "127.0.0.1:4318", metric
     try:
         asyncio.run(main())
     finally:
-        rx.journal.close()
-    say(f"stopped   {rx.counts['requests']} requests, {rx.counts['records']} records, {rx.counts['runs']} runs sealed")
+        if publisher is None:
+            rx.journal.close()
+    if publisher is not None:
+        say(f"stopped   {rx.counts['requests']} requests, {rx.counts['records']} records, "
+            f"{rx.counts['published']} messages published")
+    else:
+        say(f"stopped   {rx.counts['requests']} requests, {rx.counts['records']} records, "
+            f"{rx.counts['runs']} runs sealed")
     return dict(rx.counts)
 
 

@@ -86,8 +86,13 @@ def ingest(
 
 @serve_app.command("otlp")
 def otlp(
-    out: Path = typer.Option(..., "--out", help="The folder of the runs (one run folder per run id); OUT/.otlp holds "
-                             "the receiver's journal."),
+    out: Optional[Path] = typer.Option(None, "--out", help="The folder of the runs (one run folder per run id); "
+                                       "OUT/.otlp holds the receiver's journal. Not with --bus."),
+    bus: Optional[str] = typer.Option(None, "--bus", help="nats://HOST:PORT/SUBJECT: answer once JetStream has the "
+                                      "records (spans on SUBJECT.trace.<trace id>) and leave the runs to the "
+                                      "serve ingest fleet reading SUBJECT (docs/gateway.md, past one machine)."),
+    bus_timeout: float = typer.Option(10.0, "--bus-timeout", help="With --bus: seconds to wait for JetStream's "
+                                      "acknowledgement before answering 503 with Retry-After."),
     listen: str = typer.Option("127.0.0.1:4318", "--listen", help="HOST:PORT of the OTLP/HTTP receiver "
                                "(/v1/logs, /v1/traces, /healthz)."),
     metrics_listen: Optional[str] = typer.Option(None, "--metrics-listen", help="HOST:PORT for Prometheus metrics "
@@ -112,6 +117,8 @@ def otlp(
     open runs, then stops.
 
     Example: aefgate serve otlp --listen 127.0.0.1:4318 --out runs/ --metrics-listen 127.0.0.1:9464
+    Past one machine: aefgate serve otlp --bus nats://127.0.0.1:4222/otlp.logs, and serve ingest --from
+    nats://127.0.0.1:4222/otlp.logs --durable ingest --out runs/ on each node.
     """
     from aefgate.bus.otlp_receiver import serve
     from aefgate.formats.aef.signatures import signing_key_of
@@ -122,6 +129,7 @@ def otlp(
         render.console().print(render.escape(line), soft_wrap=True)
 
     counts = serve(out, listen=listen, metrics_listen=metrics_listen, idle=idle, key=signing_key,
-                   max_body=max_body, queue=queue, subject=subject, say=say, grpc_listen=grpc_listen)
+                   max_body=max_body, queue=queue, subject=subject, say=say, grpc_listen=grpc_listen, bus=bus,
+                   bus_timeout=bus_timeout)
     if as_json:
         render.emit_json(counts)
