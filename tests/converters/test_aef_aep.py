@@ -470,7 +470,13 @@ def test_cloudevents_round_trip(tmp_path: Path):
     binary = [json.loads(x) for x in (tmp_path / "bin.jsonl").read_text().splitlines()]
     aep = [json.loads(x) for x in (tmp_path / "aep.jsonl").read_text().splitlines()]
     assert all(msg["headers"]["ce-specversion"] == "1.0" for msg in binary)
-    assert [from_http(msg["headers"], msg["body"].encode()) for msg in binary] == aep
+    back = [from_http(msg["headers"], msg["body"].encode()) for msg in binary]
+    for ev in back:  # the AIGP grader also travels as extension attributes (docs/mappings/aigp.md)
+        grader = (ev["data"].get("aef") or {}).get("grader") or {}
+        assert ev.pop("aigpgrader", None) == grader.get("type")
+        assert ev.pop("aigpconfidence", None) == grader.get("confidence")
+    assert any("grader" in (ev["data"].get("aef") or {}) for ev in back)
+    assert back == aep
     with pytest.raises(Refusal) as e:
         aep_exporter.to_cloudevents(src, tmp_path / "other.jsonl", mode="batch")
     assert e.value.rule == "CONV-3" and not (tmp_path / "other.jsonl").exists()
@@ -678,7 +684,14 @@ def test_parallel_cloudevents_export_same_bytes(tmp_path: Path, monkeypatch, mod
 
     monkeypatch.setattr(aep_exporter, "_RANGE", 64 * 1024)
     for k, run in enumerate([_big_run(tmp_path)] + list(RUNS)):
-        expected = b"".join(jsonio.dump_line(_export_value(ev, str(run), mode))
+        def with_grader(ev: dict) -> dict:  # the AIGP grader as extension attributes (docs/mappings/aigp.md)
+            g = (ev.get("data") or {}).get("aef", {}).get("grader")
+            if not g:
+                return ev
+            return {**ev, "aigpgrader": g["type"], **({"aigpconfidence": g["confidence"]} if "confidence" in g
+                                                       else {})}
+
+        expected = b"".join(jsonio.dump_line(_export_value(with_grader(ev), str(run), mode))
                             for ev in aep_exporter.export_events(run, max_capture="full"))
         one, many, calls = _export_both(run, tmp_path, monkeypatch, f"ce-{mode}-{k}",
                                         fn=lambda r, p, **o: aep_exporter.to_cloudevents(r, p, mode=mode, **o),

@@ -29,6 +29,10 @@ def test_exported_cloudevents_are_valid_and_the_sdk_reads_them(src: Path, tmp_pa
     assert len(aep) == len(structured) == len(binary) > 0
     fmt = JSONFormat()
     for event, ce, msg in zip(aep, structured, binary):
+        # the bridge's event, plus the AIGP grader as extension attributes (docs/mappings/aigp.md)
+        grader = (event["data"].get("aef") or {}).get("grader") or {}
+        assert ce.pop("aigpgrader", None) == grader.get("type")
+        assert ce.pop("aigpconfidence", None) == grader.get("confidence")
         assert ce == ce_forward(event)
         assert is_valid_cloudevent(ce, strict=True) is None, ce
         parsed = fmt.read(None, json.dumps(ce).encode())  # the SDK's JSON event format

@@ -264,4 +264,4 @@ def test_field_patterns_and_loss_shape():
     for c in registry().converters:  # every declared field names a field the harness writes
         for loss in c.losses:
             for f in loss.fields:
-                assert re.match(r"(run\.json|file|results|header|samples):", f), (c.name, f)
+                assert re.match(r"(run\.json|file|results|header|samples|response):", f), (c.name, f)

@@ -928,8 +928,8 @@ def test_registered_both_ways_with_the_pages_losses() -> None:
     assert imp is not None and exp is not None
     assert imp.losses == inspect_losses.LOSSES_FROM_INSPECT
     assert exp.losses == inspect_losses.LOSSES_TO_INSPECT
-    assert {o.name for o in imp.options} == {"target_mode", "content_capture", "at", "key"}
-    assert {o.name for o in exp.options} == {"ignore_overlays", "output_from_evidence", "map_scorers"}
+    assert {o.name for o in imp.options} == {"target_mode", "content_capture", "at", "key", "grader_types"}
+    assert {o.name for o in exp.options} == {"ignore_overlays", "output_from_evidence", "map_scorers", "grader_types"}
 
 
 def test_convert_through_the_registry(tmp_path: Path) -> None:

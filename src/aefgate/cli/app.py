@@ -291,7 +291,8 @@ def formats(
             return
         for label, d in (("import", f["import"]), ("export", f["export"])):
             if d is None:
-                c.print(f"[bold]{label}[/]: none")
+                why = f.get("noExport" if label == "export" else "noImport")
+                c.print(f"[bold]{label}[/]: none" + (f" ({render.escape(why)})" if why else ""))
                 continue
             c.print(f"[bold]{label}[/]: {render.escape(d['converter'])}: {render.escape(d['description'])}")
             for x in d["losses"] or [{"text": "exact", "source": "page"}]:
@@ -596,9 +597,13 @@ def _show_demo(run_dir: Path, run: dict, rows: list[dict], entries: list[dict], 
 # -- entry point ----------------------------------------------------------------------------------------------------
 
 
-from aefgate.cli import aep_cmds, inspect_cmds, otel_cmds, overlay_cmds, publish_cmds, serve_cmds  # noqa: E402
+from aefgate.cli import (  # noqa: E402
+    aep_cmds, assert_cmds, evalapi_cmds, inspect_cmds, otel_cmds, overlay_cmds, publish_cmds, serve_cmds,
+    store_v1_cmds,
+)
 
-for _commands in (overlay_cmds, inspect_cmds, aep_cmds, otel_cmds, publish_cmds, serve_cmds):
+for _commands in (overlay_cmds, inspect_cmds, aep_cmds, otel_cmds, assert_cmds, store_v1_cmds, evalapi_cmds,
+                  publish_cmds, serve_cmds):
     _commands.register(app, aef_app)
 
 

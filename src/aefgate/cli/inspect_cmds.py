@@ -60,6 +60,9 @@ def import_inspect(
     at: Optional[str] = typer.Option(None, "--at", help="The seal's sealedAt, RFC 3339 UTC (default: now)."),
     key: Optional[Path] = typer.Option(None, "--key", help="An unencrypted PKCS#8 PEM private key: also sign the "
                                        "seal (attestation.dsse.json)."),
+    grader_types: bool = typer.Option(False, "--grader-types", help="Set annotator.kind LLM (and the judge's "
+                                      "model) on the lines of Inspect's model-graded scorers (model_graded_qa, "
+                                      "model_graded_fact): aefgate's extension, docs/mappings/aigp.md."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Import an Inspect AI eval log as an AEF run, sealed as ingest (interop/inspect.md, Inspect -> AEF).
@@ -80,7 +83,8 @@ def import_inspect(
     opened = open_log(log)
     total = opened.sample_count
     run_dir = import_log(opened.header, opened.samples(), out, target_mode=target_mode,
-                         content_capture=content_capture, at=at, key=signing_key, total=total)
+                         content_capture=content_capture, at=at, key=signing_key, total=total,
+                         grader_types=grader_types)
     # the import verified the run (before sealing it, or after writing a running run: IN-11); what is shown here is
     # read from what it wrote, not verified a second time
     run = jsonio.read_json(run_dir / "run.json")
@@ -123,6 +127,9 @@ def export_inspect(
     map_scorers: bool = typer.Option(False, "--map-scorers", help="Write a path summarized for several metrics as "
                                      "Inspect writes a map-valued scorer (one EvalScore per metric), where the page "
                                      "refuses the run (IN-3): aefgate's extension."),
+    grader_types: bool = typer.Option(False, "--grader-types", help="Also write each score's AIGP grader type "
+                                      "(Score.metadata.aigp.grader; UNCALIBRATED for a judge without calibration): "
+                                      "docs/mappings/aigp.md."),
     policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -138,7 +145,8 @@ def export_inspect(
 
     require_dir(run)
     path = to_inspect(run, out, ignore_overlays=ignore_overlays, withheld_ok=_withheld(run, policy),
-                      output_from_evidence=output_from_evidence, map_scorers=map_scorers)
+                      output_from_evidence=output_from_evidence, map_scorers=map_scorers,
+                      grader_types=grader_types)
     written = open_log(path)
     if as_json:
         render.emit_json({"run": str(run), "output": str(path), "format": written.format,

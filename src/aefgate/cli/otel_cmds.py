@@ -83,6 +83,9 @@ def export_otel(
                                 "connection errors; Retry-After honoured)."),
     timeout: float = typer.Option(30.0, "--timeout", help="With --to: seconds a request may take, retries "
                                   "included."),
+    aigp: bool = typer.Option(False, "--aigp", help="Also write each line's AIGP grader type (aigp.grader.type; "
+                              "aigp.grader.confidence UNCALIBRATED for a judge without calibration): "
+                              "docs/mappings/aigp.md."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Export a run that verifies as OpenTelemetry gen_ai.evaluation.result events: one OTLP/JSON LogsData line per
@@ -113,7 +116,8 @@ def export_otel(
             raise Refusal("CLI-2", "--retries is 0 or more", "--retries")
         if timeout <= 0:
             raise Refusal("CLI-2", "--timeout is more than 0", "--timeout")
-        sent = send_otel(run, to, encoding=encoding, headers=headers, policy=Policy(retries=retries, timeout=timeout))
+        sent = send_otel(run, to, encoding=encoding, headers=headers, policy=Policy(retries=retries, timeout=timeout),
+                         aigp=aigp)
         if as_json:
             render.emit_json({"run": str(run), "to": to, **sent})
             return
@@ -127,7 +131,7 @@ def export_otel(
     from aefgate.converters.otel.exporter import to_otel
     from aefgate.fsutil import count_lines
 
-    path = to_otel(run, out)
+    path = to_otel(run, out, aigp=aigp)
     n = count_lines(path)
     if as_json:
         render.emit_json({"run": str(run), "output": str(path), "lines": n})

@@ -201,6 +201,8 @@ class Converter:
     (``aef -> X``): ``round_trip_options``, the options it takes in a round trip unless the caller gives others.
     ``suffix`` is the file suffix an output it writes takes where the caller names none (a route's intermediate
     file, a round trip's export): ``.json`` for an Inspect log (a ``.eval`` reorders its samples).
+    ``one_way``: for a format converted in this direction only, why there is no converter the other way (an
+    import-only format says why it has no export); :meth:`Registry.formats` shows it as ``noExport``/``noImport``.
     """
 
     name: str
@@ -216,6 +218,7 @@ class Converter:
     match_lines: Callable[[Path], Callable[[dict, bool], Any]] | None = field(default=None, compare=False)
     round_trip_options: Mapping[str, Any] = field(default_factory=dict, compare=False)
     suffix: str = ""
+    one_way: str = ""
 
     def __post_init__(self) -> None:
         if not self.name or not self.source or not self.target:
@@ -250,6 +253,7 @@ class Converter:
             "fidelity": self.fidelity,
             "losses": [x.to_json() for x in self.losses],
             "options": [o.to_json() for o in self.options],
+            **({"oneWay": self.one_way} if self.one_way else {}),
         }
 
 
@@ -330,7 +334,8 @@ class Registry:
 
     def formats(self) -> list[dict]:
         """Each format with its directions: ``import`` (to AEF) and ``export`` (from AEF), with what each loses,
-        and ``direct``: converters between it and a format other than AEF."""
+        and ``direct``: converters between it and a format other than AEF. A format converted one way only whose
+        converter says why (``one_way``) also has ``noExport`` (or ``noImport``): that reason."""
         out: list[dict] = []
         for name in self.names():
             if name == HUB:
@@ -341,15 +346,18 @@ class Registry:
             direct = [
                 c for c in self.converters if HUB not in (c.source, c.target) and name in (c.source, c.target)
             ]
-            out.append(
-                {
-                    "format": name,
-                    "hub": False,
-                    "import": _direction(imp),
-                    "export": _direction(exp),
-                    "direct": [c.to_json() for c in direct],
-                }
-            )
+            entry = {
+                "format": name,
+                "hub": False,
+                "import": _direction(imp),
+                "export": _direction(exp),
+                "direct": [c.to_json() for c in direct],
+            }
+            if imp and not exp and imp[0].one_way:
+                entry["noExport"] = imp[0].one_way
+            if exp and not imp and exp[0].one_way:
+                entry["noImport"] = exp[0].one_way
+            out.append(entry)
         return out
 
 

@@ -42,15 +42,12 @@ OVERLAY_SEVERITY = {"approve": "info", "reject": "warning", "override": "notice"
 _FAIL_SEVERITY = {"none": "notice", "low": "notice", "medium": "warning", "high": "error", "critical": "critical"}
 _STATE_SEVERITY = {"passed": "info", "scored": "info", "not_applicable": "info", "skipped": "info", "pending": "info",
                    "inconclusive": "notice", "not_measured": "notice", "error": "warning"}
-#: AEP-10: AEF annotator kinds -> AIGP grader types (RFC-032 §5)
-_GRADER = {"CODE": "CODE", "LLM": "MODEL", "HUMAN": "HUMAN", "HYBRID": "COMPOSITE"}
 #: AEP-16: guardrail verdict -> state
 _VERDICT_STATE = {"allowed": "passed", "flagged": "warn", "blocked": "failed", "modified": "warn"}
 #: AEP-10: line members copied into the ``aef`` object under the same name
 _AEF_COPY = ("component", "aggregation", "severity", "verdictRule", "uncertainty", "lane", "durationMs", "turns",
              "usage", "startedAt", "endedAt")
 _AEF_KEYS = frozenset(_AEF_COPY + ("trial", "trials", "parentResultId", "annotator", "traceLink"))
-_COMPOSITE = {"type": "COMPOSITE"}  # AEP-10: a composite node without an annotator
 EXT_KEY = "aefgate.aep"  # [ENC-19]: prefixed by the producer's name
 _CORRECTIONS = "\x00corrections"  # a node member RunBuilder never sees (popped before the line is added)
 _HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?\Z")
@@ -128,18 +125,6 @@ def _load_cause_map(cause_map: Any) -> dict[str, str]:
             raise Refusal("AEP-7", f"the cause map's {k!r} holds a control character", where)
         out[k] = v
     return out
-
-
-def _grader(line: Mapping[str, Any], calibrated: frozenset[str]) -> dict | None:
-    """AEP-10: the AIGP grader type, and UNCALIBRATED for a MODEL grader without a judge calibration in the run."""
-    ann = line.get("annotator")
-    kind = ann.get("kind") if isinstance(ann, dict) else None
-    gtype = _GRADER.get(kind) if kind is not None else ("COMPOSITE" if "aggregation" in line else None)
-    if gtype is None:
-        return None
-    if gtype == "MODEL" and (ann.get("model") not in calibrated):
-        return {"type": "MODEL", "confidence": "UNCALIBRATED"}
-    return {"type": gtype}
 
 
 def _utc(text: str) -> str | None:

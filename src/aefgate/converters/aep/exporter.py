@@ -15,14 +15,15 @@ from urllib.parse import quote
 
 import msgspec
 
+from aefgate.converters.aigp import calibrated_models, grader_of
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.fsutil import atomic_lines, check_file_destination
 from aefgate.progress import start as progress_start
 from aefgate.progress import task as progress_task
 from aefgate.converters.aep.common import (
-    AEP_VERSION, EXT_KEY, OVERLAY_SEVERITY, T_EVAL, T_FEEDBACK, T_GUARD, _AEF_COPY, _AEF_KEYS, _COMPOSITE, _CONTROL,
-    _FAIL_SEVERITY, _RANK, _STATE_SEVERITY, _aep_module, _check_host, _check_level, _grader, _load_cause_map,
+    AEP_VERSION, EXT_KEY, OVERLAY_SEVERITY, T_EVAL, T_FEEDBACK, T_GUARD, _AEF_COPY, _AEF_KEYS, _CONTROL,
+    _FAIL_SEVERITY, _RANK, _STATE_SEVERITY, _aep_module, _check_host, _check_level, _load_cause_map,
 )
 
 
@@ -47,9 +48,7 @@ class _Export:
         self.cause_map = cause_map
         self.run_time = run.get("endedAt") or run.get("startedAt")
         self.content_on = run.get("contentCapture", "on") == "on"
-        self.calibrated = frozenset(
-            j.get("model") for j in run.get("judges") or () if isinstance(j, dict) and j.get("calibration")
-        )
+        self.calibrated = calibrated_models(run)
         self.seq = 0
         self.check_blobs = False  # a blob read must hash to its name (set by an export beside the verification)
 
@@ -119,9 +118,7 @@ class _Export:
         if "annotator" in present:
             ann = line["annotator"]
             a["annotator"] = {k: v for k, v in ann.items() if k != "promptHash"}  # AEP-9
-            g = _grader(line, self.calibrated)
-        else:
-            g = _COMPOSITE if "aggregation" in present else None
+        g = grader_of(line, self.calibrated)  # AEP-10: the AIGP grader type (converters/aigp.py, the one place)
         if g is not None:
             a["grader"] = g
         if "traceLink" in present:
@@ -722,9 +719,25 @@ def to_cloudevents(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[
     where = f"{run_dir}"
 
     def encode(batch: list[dict]) -> bytes:  # the CloudEvents lines of a batch (in the export's workers too)
-        return _encode([line_value(ev, where, mode) for ev in batch])
+        return _encode([line_value(_with_aigp(ev), where, mode) for ev in batch])
 
     return _write_jsonl(run_dir, out, options, encode)
+
+
+def _with_aigp(event: dict) -> dict:
+    """The event with its AIGP grader (``data.aef.grader``, AEP-10) also as the CloudEvents extension attributes
+    ``aigpgrader`` and ``aigpconfidence`` (docs/mappings/aigp.md): a CloudEvents consumer routes on the grader type
+    without reading the data. The AEP event itself is unchanged (AEP-0005's bridge carries extension attributes
+    verbatim, B4)."""
+    data = event.get("data")
+    aef = data.get("aef") if isinstance(data, dict) else None
+    g = aef.get("grader") if isinstance(aef, dict) else None
+    if not isinstance(g, dict) or "type" not in g:
+        return event
+    out = {**event, "aigpgrader": g["type"]}
+    if g.get("confidence"):
+        out["aigpconfidence"] = g["confidence"]
+    return out
 
 
 def _export_options(options: Mapping[str, Any]) -> dict:

@@ -24,21 +24,22 @@ __all__ = ["CONVERTERS", "LOSSES_FROM_INSPECT", "LOSSES_TO_INSPECT", "back_optio
 
 
 def _run_import(src: Any, dst: Any, *, target_mode: str = "live", content_capture: str = "on", at: str | None = None,
-                key: str | None = None, **_: Any) -> None:
+                key: str | None = None, grader_types: bool = False, **_: Any) -> None:
     from aefgate.converters.inspect.importer import from_inspect
 
     from_inspect(src, dst, target_mode=target_mode or "live", content_capture=content_capture or "on", at=at,
-                 key=key)
+                 key=key, grader_types=bool(grader_types))
 
 
 def _run_export(src: Any, dst: Any, *, ignore_overlays: bool = False, output_from_evidence: bool = False,
-                map_scorers: bool = False, withheld_ok: Any = (), **_: Any) -> None:
+                map_scorers: bool = False, withheld_ok: Any = (), grader_types: bool = False, **_: Any) -> None:
     from aefgate.converters.inspect.exporter import to_inspect
 
     # the route's destination has no suffix of its choosing when it is a staging name: .eval unless it says .json
     fmt = "json" if str(dst).lower().endswith(".json") else "eval"
     to_inspect(src, dst, ignore_overlays=bool(ignore_overlays), fmt=fmt, withheld_ok=withheld_ok,
-               output_from_evidence=bool(output_from_evidence), map_scorers=bool(map_scorers))
+               output_from_evidence=bool(output_from_evidence), map_scorers=bool(map_scorers),
+               grader_types=bool(grader_types))
 
 
 def back_options(run_dir: Path) -> dict[str, Any]:
@@ -76,6 +77,8 @@ CONVERTERS = [
                    str, "on"),
             Option("at", "the seal's sealedAt, RFC 3339 UTC (default: now)", str, None),
             Option("key", "a private key (PKCS#8 PEM) that signs the seal", str, None),
+            Option("grader_types", "set annotator.kind LLM (and the judge's model) on lines of Inspect's "
+                                   "model-graded scorers (docs/mappings/aigp.md)", bool, False),
         ],
         losses=LOSSES_FROM_INSPECT,
         description="Inspect AI eval logs (.eval, .json) into AEF runs, sealed as ingest (interop/inspect.md)",
@@ -86,6 +89,8 @@ CONVERTERS = [
         "aef-to-inspect", "aef", "inspect", _run_export,
         options=[
             Option("ignore_overlays", "convert a run with overlay events without them (IN-4)", bool, False),
+            Option("grader_types", "also write each score's AIGP grader as Score.metadata.aigp.grader "
+                                   "(docs/mappings/aigp.md)", bool, False),
             Option("output_from_evidence", "rebuild a sample's output from its captured output evidence instead of "
                                            "refusing the run (IN-5; aefgate's extension)", bool, False),
             Option("map_scorers", "write a path summarized for several metrics as Inspect writes a map-valued "

@@ -111,8 +111,10 @@ class _Blobs:
             raise Refusal("IN-12", f"the blob {digest} is not UTF-8: Inspect holds text", where) from None
 
 
-def _score_of(line: Mapping[str, Any], blobs: _Blobs, content_on: bool, where: str) -> dict[str, Any]:
-    """A result line as an Inspect Score (R7I-2, IN-2, IN-13)."""
+def _score_of(line: Mapping[str, Any], blobs: _Blobs, content_on: bool, where: str,
+              aigp: frozenset[str] | None = None) -> dict[str, Any]:
+    """A result line as an Inspect Score (R7I-2, IN-2, IN-13); with ``aigp`` (the run's calibrated judges), its AIGP
+    grader too, as ``metadata.aigp.grader`` (docs/mappings/aigp.md: Inspect's Score has no field for it)."""
     scores = line.get("scores") or []
     score: dict[str, Any] = {}
     if len(scores) == 1:
@@ -135,6 +137,12 @@ def _score_of(line: Mapping[str, Any], blobs: _Blobs, content_on: bool, where: s
         if line.get(k) is not None:
             aef[k] = line[k]
     score["metadata"] = {"aef": aef}
+    if aigp is not None:
+        from aefgate.converters.aigp import grader_of
+
+        g = grader_of(line, aigp)
+        if g is not None:
+            score["metadata"]["aigp"] = {"grader": g}
     return score
 
 
@@ -148,7 +156,7 @@ def _check_overlays(run_dir: Path) -> bool:
 
 def export_run(
     run_dir: str | os.PathLike[str], *, ignore_overlays: bool = False, withheld_ok: Iterable[str] = (),
-    output_from_evidence: bool = False, map_scorers: bool = False,
+    output_from_evidence: bool = False, map_scorers: bool = False, grader_types: bool = False,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """AEF -> Inspect, pure: the EvalLog header (with ``reductions``) and the samples of a run, NaN as float NaN.
 
@@ -179,6 +187,12 @@ def export_run(
     run = jsonio.read_json(root / "run.json")
     blobs = _Blobs(root, withheld)
     content_on = run.get("contentCapture") != "off"
+    if grader_types:
+        from aefgate.converters.aigp import calibrated_models
+
+        aigp: frozenset[str] | None = calibrated_models(run)
+    else:
+        aigp = None
 
     # the eval header (IN-1, R7I-7, R7I-8)
     suite = run.get("suite")
@@ -226,7 +240,7 @@ def export_run(
             red_name = _reducer_name(line["trials"], policy, where)
             red = reductions.setdefault((line["path"], red_name),
                                         {"scorer": line["path"], "reducer": red_name, "samples": []})
-            s = _score_of(line, blobs, content_on, where)
+            s = _score_of(line, blobs, content_on, where, aigp)
             s["sample_id"] = line["caseId"]
             red["samples"].append(s)
             continue
@@ -236,7 +250,8 @@ def export_run(
     with progress_task("export samples", len(groups), "samples") as bar:
         samples = []
         for (case, trial), lines in groups.items():
-            samples.append(_sample(case, trial, lines, evidence, blobs, content_on, output_from_evidence, model))
+            samples.append(_sample(case, trial, lines, evidence, blobs, content_on, output_from_evidence, model,
+                                   aigp=aigp))
             bar.advance()
     ev["dataset"] = {"samples": len(case_ids), "sample_ids": list(case_ids)}
     ev["model"] = model
@@ -291,7 +306,8 @@ def _evidence_records(root: Path) -> dict[str, dict[str, Any]]:
 
 
 def _sample(case: str, trial: int, lines: list[dict[str, Any]], evidence: Mapping[str, Any], blobs: _Blobs,
-            content_on: bool, rebuild: bool = False, model: str = "") -> dict[str, Any]:
+            content_on: bool, rebuild: bool = False, model: str = "",
+            aigp: frozenset[str] | None = None) -> dict[str, Any]:
     where = f"case {case!r}" + (f" trial {trial}" if trial else "")
     # case content (IN-5, R7I-6): only the records the sample's lines cite
     content: dict[str, str] = {}
@@ -327,7 +343,7 @@ def _sample(case: str, trial: int, lines: list[dict[str, Any]], evidence: Mappin
         lw = f"{where} at {line['path']!r}"
         if line["path"] in scores:
             raise Refusal("IN-5", "two lines of one sample at one path", lw)
-        scores[line["path"]] = _score_of(line, blobs, content_on, lw)
+        scores[line["path"]] = _score_of(line, blobs, content_on, lw, aigp)
         ann_model = (line.get("annotator") or {}).get("model")
         for u in line.get("usage") or ():
             _sum_into(role_usage, u["role"], u)
@@ -448,6 +464,7 @@ def to_inspect(
     withheld_ok: Iterable[str] = (),
     output_from_evidence: bool = False,
     map_scorers: bool = False,
+    grader_types: bool = False,
 ) -> Path:
     """Convert an AEF run into an Inspect eval log at ``out_path`` (``.json`` or ``.eval``, by its suffix unless
     ``fmt`` says). The run must verify (IN-11, exit 1); a run with overlay events is refused unless
@@ -463,7 +480,8 @@ def to_inspect(
 
     check_file_destination(out, (run_dir,))  # absent, under a folder (OUT-1), not inside the run (OUT-2)
     header, samples = export_run(run_dir, ignore_overlays=ignore_overlays, withheld_ok=withheld_ok,
-                                 output_from_evidence=output_from_evidence, map_scorers=map_scorers)
+                                 output_from_evidence=output_from_evidence, map_scorers=map_scorers,
+                                 grader_types=grader_types)
     write_log(out, header, samples, fmt=fmt)
     return out
 

@@ -366,6 +366,10 @@ def _read_score(score: Any, key: str, where: str, content_on: bool) -> _ScoreRea
     return _ScoreRead(state, scores, line_reason, explanation or None, ext)
 
 
+#: Inspect's built-in scorers that compare text by code, no model (inspect_ai.scorer): docs/mappings/aigp.md
+INSPECT_CODE_SCORERS = frozenset({"match", "includes", "pattern", "answer", "choice", "exact", "f1"})
+
+
 def _node(path: str, evaluator: str, sr: _ScoreRead) -> dict[str, Any]:
     n: dict[str, Any] = {"path": path, "evaluator": {"id": evaluator}, "state": sr.state}
     if sr.reason is not None:
@@ -797,6 +801,7 @@ def import_log(
     key: Any = None,
     total: int | None = None,
     progress: Callable[[int, int | None], None] | None = None,
+    grader_types: bool = False,
 ) -> Path:
     """Inspect -> AEF over an eval log's header (the EvalLog without samples, with ``reductions``) and its samples
     (an iterable, read once, as they stream). Writes the run at ``out_dir`` (absent or empty) and returns it; see
@@ -836,6 +841,7 @@ def import_log(
         run_dir = stage / "run"
         with RunBuilder(run_dir, h.run, metrics=[], imported_from=h.imported_from, asserted=h.asserted) as b:
             imp = _Importer(b, h, roles, content_on, closed=closed, by_case=by_case)
+            imp.grader_types = grader_types
             if by_case:
                 imp.index_reductions(reduction_events or ())
             done = 0
@@ -891,6 +897,7 @@ class _Importer:
 
         self.b = builder
         self.h = h
+        self.grader_types = False
         self.roles = roles
         self.content_on = content_on
         self.closed = closed
@@ -930,6 +937,26 @@ class _Importer:
         for lane in (req or {}).get("lanes", []):
             for e in lane["metrics"]:
                 self._declare(e["metric"], "/results/scores")
+
+    def _annotate(self, node: dict[str, Any]) -> dict[str, Any]:
+        """With ``grader_types`` (docs/mappings/aigp.md): a line scored by one of Inspect's model-graded scorers
+        (``model_graded_qa``, ``model_graded_fact``, and any scorer named ``model_graded*``) gets ``annotator``
+        ``{"kind": "LLM"}``, with the judge's ``model`` when the run has one judge (IN-6's ``judges``); one of
+        Inspect's deterministic built-in scorers (:data:`INSPECT_CODE_SCORERS`) ``{"kind": "CODE"}``; any other
+        scorer (a task's own) none: the log does not say who graded. Off by default: the page maps Score -> line
+        without an annotator, and its checked examples are written so."""
+        if not self.grader_types:
+            return node
+        name = node["evaluator"]["id"].rsplit("/", 1)[-1]
+        if name.startswith("model_graded"):
+            ann: dict[str, Any] = {"kind": "LLM"}
+            judges = [j["model"] for j in self.h.run.get("judges") or ()]
+            if len(judges) == 1:
+                ann["model"] = judges[0]
+            node["annotator"] = ann
+        elif name in INSPECT_CODE_SCORERS:
+            node["annotator"] = {"kind": "CODE"}
+        return node
 
     def _evaluator(self, key: str) -> str:
         ev = self.h.evaluator_of.get(key, key)
@@ -1039,7 +1066,7 @@ class _Importer:
                 sw = f"{where}/scores/{key}"
                 path = self._path(key, sw)
                 sr = _read_score(score, path, sw, self.content_on)
-                node = _node(path, self._evaluator(path), sr)
+                node = self._annotate(_node(path, self._evaluator(path), sr))
                 if stopped_reason is not None:
                     # a sample Inspect stopped and still scored: the scores stand (Inspect's metrics count them,
                     # IN-9); the stop is kept beside them (docs/mappings/inspect.md)
@@ -1166,7 +1193,7 @@ class _Importer:
         if paths[path]:
             raise Refusal("IN-8", f"two reductions of case {case_id!r} at {path!r}", sw)
         sr = _read_score({x: y for x, y in rs.items() if x != "sample_id"}, path, sw, self.content_on)
-        node = _node(path, self._evaluator(path), sr)
+        node = self._annotate(_node(path, self._evaluator(path), sr))
         for s in node.get("scores", ()):
             self._declare(s["metric"], sw)
         self.b.add_rollup(case_id, node, aggregation=agg[0], k=agg[1])
@@ -1217,7 +1244,7 @@ class _Importer:
                 if self.epoch_paths[k]:
                     raise Refusal("IN-8", f"two reductions of case {case_id!r} at {path!r}", sw)
                 sr = _read_score({x: y for x, y in rs.items() if x != "sample_id"}, path, sw, self.content_on)
-                node = _node(path, self._evaluator(path), sr)
+                node = self._annotate(_node(path, self._evaluator(path), sr))
                 for s in node.get("scores", ()):
                     self._declare(s["metric"], sw)
                 self.b.add_rollup(case_id, node, aggregation=agg[0], k=agg[1])
@@ -1268,6 +1295,7 @@ def from_inspect(
     at: str | None = None,
     key: Any = None,
     progress: Callable[[int, int | None], None] | None = None,
+    grader_types: bool = False,
 ) -> Path:
     """Convert an Inspect eval log (``.eval`` or ``.json``) into an AEF run at ``out_dir`` (absent or empty).
 
@@ -1282,7 +1310,7 @@ def from_inspect(
     log = _open_log(log_path)
     total = getattr(log, "sample_count", None)
     return import_log(log.header, log.samples(), out_dir, target_mode=target_mode, content_capture=content_capture,
-                      at=at, key=signing_key, total=total, progress=progress)
+                      at=at, key=signing_key, total=total, progress=progress, grader_types=grader_types)
 
 
 def _open_log(path: str | os.PathLike[str]) -> Any:

@@ -27,10 +27,10 @@ def _import(src: Any, dst: Any, *, traces: str | None = None, run_id: str | None
                      **{k: v for k, v in options.items() if v is not None})
 
 
-def _export(src: Any, dst: Any, **_: Any) -> Path:
+def _export(src: Any, dst: Any, *, aigp: bool = False, **_: Any) -> Path:
     from aefgate.converters.otel.exporter import to_otel
 
-    return to_otel(src, dst)
+    return to_otel(src, dst, aigp=bool(aigp))
 
 
 def back_options(run_dir: Path) -> dict[str, Any]:
@@ -85,6 +85,8 @@ CONVERTERS = [
     ),
     Converter(
         "aef-to-otel", "aef", "otel", _export,
+        options=[Option("aigp", "also write each line's AIGP grader type as aigp.grader.type / "
+                                "aigp.grader.confidence (docs/mappings/aigp.md)", bool, False)],
         losses=LOSSES_TO_OTEL,
         description="AEF runs into OTLP/JSON gen_ai.evaluation.result events, one LogsData line per result line "
                     "(interop/opentelemetry.md)",

@@ -98,11 +98,16 @@ def _nanos(line: dict, where: str) -> str | None:
     return str(n)
 
 
-def export_records(run_dir: str | os.PathLike[str]) -> Iterator[dict]:
+def export_records(run_dir: str | os.PathLike[str], *, aigp: bool = False) -> Iterator[dict]:
     """The run's ``LogsData`` objects, one per result line (see the module docstring). The run is verified first
-    (OT-8); a refusal of any line refuses the whole export (OT-9)."""
+    (OT-8); a refusal of any line refuses the whole export (OT-9). With ``aigp``, each record also carries the
+    line's AIGP grader as ``aigp.grader.type`` / ``aigp.grader.confidence`` (docs/mappings/aigp.md; off by default:
+    the page maps ``annotator.kind`` to nothing, and its checked examples are written without them)."""
+    from aefgate.converters.aigp import calibrated_models, grader_of, otel_attributes
+
     root = Path(run_dir)
     run = _verified(root)
+    calibrated = calibrated_models(run)
     service = ((run.get("subject") or {}).get("telemetry") or {}).get("serviceName")
     content_on = run.get("contentCapture") != "off"
     names = _summary_names(root)
@@ -128,6 +133,8 @@ def export_records(run_dir: str | os.PathLike[str]) -> Iterator[dict]:
             if expl is not None:
                 tail.append(_s("gen_ai.evaluation.explanation", expl))
             tail.append(_s("test.case.name", line["caseId"]))
+            if aigp:
+                tail.extend(otel_attributes(grader_of(line, calibrated)))
             records = []
             scores = line.get("scores") or []
             if scores:
@@ -144,7 +151,7 @@ def export_records(run_dir: str | os.PathLike[str]) -> Iterator[dict]:
             yield {"resourceLogs": [{**resource, "scopeLogs": [{"scope": {"name": SCOPE}, "logRecords": records}]}]}
 
 
-def to_otel(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> Path:
+def to_otel(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], *, aigp: bool = False) -> Path:
     """The run's evaluation events as an OTLP/JSON logs file (one ``LogsData`` per line), written atomically:
     nothing appears at ``out_path`` unless every line was exported."""
     from aefgate.fsutil import atomic_lines, check_file_destination, parents_for
@@ -152,7 +159,7 @@ def to_otel(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str]) -
     out = Path(out_path)
     check_file_destination(out, (run_dir,))
     with parents_for(out):
-        atomic_lines(out, (jsonio.dump_line(doc) for doc in export_records(run_dir)))
+        atomic_lines(out, (jsonio.dump_line(doc) for doc in export_records(run_dir, aigp=aigp)))
     return out
 
 
@@ -177,7 +184,7 @@ def _own_logs(root: Path) -> Iterator[dict]:
 
 
 def send_otel(run_dir: str | os.PathLike[str], url: str, *, encoding: str = "protobuf",
-              headers: dict[str, str] | None = None, policy: Any = None) -> dict[str, Any]:
+              headers: dict[str, str] | None = None, policy: Any = None, aigp: bool = False) -> dict[str, Any]:
     """Send the run over OTLP/HTTP to ``url``: its evaluation events (as :func:`export_records` makes them) and the
     other records of its own ``logs.otlp.jsonl`` to ``/v1/logs``, its ``traces.otlp.jsonl`` to ``/v1/traces``.
     Nothing is sent before the run verified (OT-8) and every line was mapped (OT-1, OT-9): the events are built
@@ -185,7 +192,7 @@ def send_otel(run_dir: str | os.PathLike[str], url: str, *, encoding: str = "pro
     from aefgate.bus.otlp_http import send
 
     root = Path(run_dir)
-    events = list(export_records(root))  # every refusal before the first request
+    events = list(export_records(root, aigp=aigp))  # every refusal before the first request
     logs = send(url, "logs", [*events, *_own_logs(root)], encoding=encoding, headers=headers, policy=policy)
     out: dict[str, Any] = {"logs": logs.to_json()}
     traces = root / "traces.otlp.jsonl"

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from aefgate.converters.common import check_import_options
+from aefgate.converters.aigp import annotator_kind
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.vocab import STATES, TYPED_ABSENCES
@@ -132,6 +133,14 @@ class _Events:
             raise Refusal("OT-6", "gen_ai.evaluation.explanation is a string", where)
         etype = value_of(a.get("error.type"))
         line: dict[str, Any] = {"caseId": case, "path": name, "evaluator": {"id": name}}
+        # who graded, when the event says (docs/mappings/aigp.md): OpenTelemetry's proposed evaluator type (PR #359:
+        # llm_judge, deterministic, human), else aefgate's aigp.grader.type (export otel --aigp); COMPOSITE is a
+        # result tree's, not an annotator's, and is not read back
+        kind = annotator_kind(value_of(a.get("gen_ai.evaluation.evaluator.type")))
+        if kind is None and value_of(a.get("aigp.grader.type")) != "COMPOSITE":
+            kind = annotator_kind(value_of(a.get("aigp.grader.type")))
+        if kind is not None:
+            line["annotator"] = {"kind": kind}
         score: dict[str, Any] | None = None
         if etype is not None:  # OT-5
             if value is not None:

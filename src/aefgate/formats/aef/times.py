@@ -50,3 +50,30 @@ def format_time(dt: _dt.datetime) -> str:
 
 def now() -> str:
     return format_time(_dt.datetime.now(_dt.timezone.utc))
+
+
+_OFFSET_TS = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?(?:([Zz])|([+-])([0-9]{2}):([0-9]{2}))\Z"
+)
+
+
+def to_utc(text: str) -> str | None:
+    """An RFC 3339 time with any offset as the [ENC-8] UTC string of the same instant, every fraction digit kept
+    (``2026-09-09T14:31:07.412+02:00`` -> ``2026-09-09T12:31:07.412Z``); None when it is not one."""
+    m = _OFFSET_TS.match(text) if type(text) is str else None
+    if m is None:
+        return None
+    y, mo, d, h, mi, s, frac, z, sign, oh, om = m.groups()
+    try:
+        day = _dt.date(int(y), int(mo), int(d))
+    except ValueError:
+        return None
+    if int(h) > 23 or int(mi) > 59 or int(s) > 59 or (oh is not None and (int(oh) > 23 or int(om) > 59)):
+        return None
+    t = _dt.datetime(day.year, day.month, day.day, int(h), int(mi), int(s))
+    if not z:
+        delta = _dt.timedelta(hours=int(oh), minutes=int(om))
+        t = t - delta if sign == "+" else t + delta
+    if not 1 <= t.year <= 9999:
+        return None
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{frac}" if frac else "") + "Z"
