@@ -7,7 +7,6 @@ port with the same JetStream store, so tests can kill the server mid-publish and
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import socket

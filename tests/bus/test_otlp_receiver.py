@@ -14,7 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.verifier import verify_run

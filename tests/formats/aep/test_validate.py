@@ -4,7 +4,6 @@ mutations, refusals, and a differential check against jsonschema (Draft 2020-12)
 from __future__ import annotations
 
 import copy
-import json
 import re
 
 import jsonschema

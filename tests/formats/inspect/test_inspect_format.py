@@ -17,12 +17,10 @@ import struct
 import tracemalloc
 import warnings
 import zipfile
-import zlib
 from pathlib import Path
 from typing import Any, Iterable
 
 import pytest
-import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
