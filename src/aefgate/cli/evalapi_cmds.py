@@ -23,7 +23,7 @@ def import_evaluation_api(
     paths: List[Path] = typer.Argument(..., metavar="[RESPONSES...] OUT", help="Response files (one "
                                        "EvaluationStatusResponse each) or folders of .json files, then the run "
                                        "folder to write (absent or empty). With --url, only OUT."),
-    url: Optional[str] = typer.Option(None, "--url", help="The API's base URL (http(s)://host[:port][/prefix]): "
+    url: Optional[str] = typer.Option(None, "--url", help="The API's base URL, http(s)://host:port/prefix (port and prefix optional): "
                                       "poll GET /api/v2/evaluation/status for each --session until it is "
                                       "terminal."),
     session: List[str] = typer.Option([], "--session", help="With --url: a session id (repeatable)."),

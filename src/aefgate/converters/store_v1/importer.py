@@ -85,10 +85,9 @@ class Migrated:
 def subject_ref(kind: str, name: str) -> str:
     """``<kind>:<name>``, the name encoded as [ENC-13] asks (printable ASCII without spaces): each byte of its UTF-8
     outside ``!``..``~``, and ``%`` itself, as ``%XX`` (upper-case hex), so the encoding reads back exactly."""
-    out = []
-    for b in name.encode("utf-8", "surrogatepass"):
-        out.append(chr(b) if 0x21 <= b <= 0x7E and b != 0x25 else f"%{b:02X}")
-    return f"{kind}:{''.join(out)}"
+    from aefgate.formats.aef.refs import encode_name
+
+    return f"{kind}:{encode_name(name)}"
 
 
 def migration_key(digest: str, *, target_mode: str, content_capture: str, subject: str | None,
