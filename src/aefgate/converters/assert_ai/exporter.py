@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from aefgate.converters.assert_ai.common import EXT_FOLDER, EXT_NAME, decode_name
-from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.converters.common import verified_run
+from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.assert_ai.reader import ASSERT_ID
 from aefgate.formats.assert_ai.writer import KitCase, write_judge_kit
@@ -39,19 +40,6 @@ __all__ = ["to_assert", "events_from_messages", "NO_RESULT"]
 #: the tool result written for a call that got none, so the judge sees the call without reading it as run
 NO_RESULT = "(no result: the call was not run)"
 CONVERSATION_KINDS = ("transcript", "input", "output", "tool_call")
-
-
-def _verified(root: Path) -> dict:
-    from aefgate.formats.aef.verifier import verify_run
-
-    if not (root / "run.json").is_file():
-        raise Refusal("CLI-1", "not a run folder (no run.json)", str(root))
-    v = verify_run(root)
-    if v.outcome == "invalid" or v.problems:
-        where, code = v.problems[0] if v.problems else ("", "invalid")
-        raise Refusal("ASSERT-12", f"the run does not verify ({v.outcome}: {code} at {where}); only a run that "
-                                   "verifies is exported", where or str(root), exit_code=EXIT_INTEGRITY)
-    return jsonio.read_json(root / "run.json")
 
 
 def _taxonomy(run_dir: Path, given: str | os.PathLike[str] | None) -> tuple[bytes, str]:
@@ -361,7 +349,7 @@ def to_assert(
                                                                          assert_root[1:3] in (":\\", ":/"))):
         raise Refusal("CLI-2", f"--assert-root {assert_root!r} is an absolute path: ASSERT resolves a relative "
                                "artifacts_root against its own install", "--assert-root")
-    doc = _verified(root)
+    doc = verified_run(root, "ASSERT-12")
     if doc.get("contentCapture") == "off":
         raise Refusal("ASSERT-10", "the run keeps no content (contentCapture off, RUN-11): it has no conversation "
                                    "for ASSERT's judge", str(root / "run.json"))

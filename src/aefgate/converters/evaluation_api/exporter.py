@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from aefgate.converters.evaluation_api.importer import EXT, STATUS_PATH
-from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.converters.common import verified_run
+from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.evaluation_api import dumps
 
@@ -34,25 +35,12 @@ def file_name(case_id: str) -> str:
     return name + ".json"
 
 
-def _verified(root: Path) -> dict:
-    from aefgate.formats.aef.verifier import verify_run
-
-    if not (root / "run.json").is_file():
-        raise Refusal("CLI-1", "not a run folder (no run.json)", str(root))
-    v = verify_run(root)
-    if v.outcome == "invalid" or v.problems:
-        where, code = v.problems[0] if v.problems else ("", "invalid")
-        raise Refusal("EVAPI-8", f"the run does not verify ({v.outcome}: {code} at {where}); only a run that "
-                                 "verifies is exported", where or str(root), exit_code=EXIT_INTEGRITY)
-    return jsonio.read_json(root / "run.json")
-
-
 class _Run:
     def __init__(self, root: Path) -> None:
         from aefgate.formats.aef.runfs import blob_path
 
         self.root = root
-        self.run = _verified(root)
+        self.run = verified_run(root, "EVAPI-8")
         self.content_on = self.run.get("contentCapture", "on") == "on"
         self.evidence: dict[str, dict] = {}
         p = root / "evidence.ndjson"

@@ -24,7 +24,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.converters.common import verified_run
+from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.otlp import time_to_nanos
 from aefgate.progress import task as progress_task
@@ -39,19 +40,6 @@ MAX_NANOS = 2**64 - 1  # fixed64: up to 2554
 
 def _s(key: str, value: str) -> dict:
     return {"key": key, "value": {"stringValue": value}}
-
-
-def _verified(root: Path) -> dict:
-    from aefgate.formats.aef.verifier import verify_run
-
-    if not (root / "run.json").is_file():
-        raise Refusal("CLI-1", "not a run folder (no run.json)", str(root))
-    v = verify_run(root)
-    if v.outcome == "invalid" or v.problems:
-        where, code = v.problems[0] if v.problems else ("", "invalid")
-        raise Refusal("OT-8", f"the run does not verify ({v.outcome}: {code} at {where}); only a run that verifies "
-                              "is exported", where or str(root), exit_code=EXIT_INTEGRITY)
-    return jsonio.read_json(root / "run.json")
 
 
 def _summary_names(root: Path) -> dict[str, str]:
@@ -106,7 +94,7 @@ def export_records(run_dir: str | os.PathLike[str], *, aigp: bool = False) -> It
     from aefgate.converters.aigp import calibrated_models, grader_of, otel_attributes
 
     root = Path(run_dir)
-    run = _verified(root)
+    run = verified_run(root, "OT-8")
     calibrated = calibrated_models(run)
     service = ((run.get("subject") or {}).get("telemetry") or {}).get("serviceName")
     content_on = run.get("contentCapture") != "off"
