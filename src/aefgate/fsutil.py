@@ -175,18 +175,33 @@ def atomic_lines(path: str | Path, lines: Iterable[bytes | Path], *, durable: bo
     after it. With ``replace`` an existing file is replaced; without, a destination that exists is refused
     (OUT-1), also when it appears while the file is written (the move is a hard link, which never overwrites).
     """
+    n = 0
+    try:
+        with atomic_file(path, durable=durable, replace=replace) as f:
+            n = write_lines(f, lines)
+    finally:
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()
+    return n
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | Path, *, durable: bool = True, replace: bool = False) -> Iterator[BinaryIO]:
+    """Yield a binary file open on a temporary sibling of ``path``; when the block ends without an exception, move
+    it into place (as :func:`atomic_lines` does: fsynced with ``durable``, OUT-1 for a destination that exists
+    without ``replace``), else remove it: nothing is left of a refused or crashed write."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     if not replace and (path.exists() or path.is_symlink()):
         raise Refusal("OUT-1", "the destination exists", str(path))
     tmp = parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
-    n = 0
     with parents_for(path):
         try:
             with open(tmp, "xb") as f:
-                n = write_lines(f, lines)
+                yield f
+                f.flush()
                 if durable:
-                    f.flush()
                     os.fsync(f.fileno())
             if replace:
                 os.replace(tmp, path)
@@ -200,10 +215,6 @@ def atomic_lines(path: str | Path, lines: Iterable[bytes | Path], *, durable: bo
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
-            close = getattr(lines, "close", None)
-            if close is not None:
-                close()
-    return n
 
 
 def write_lines(f: BinaryIO, lines: Iterable[bytes | Path], chunk: int = _FLUSH) -> int:
@@ -218,7 +229,7 @@ def write_lines(f: BinaryIO, lines: Iterable[bytes | Path], chunk: int = _FLUSH)
             f.write(b"".join(buf))
             buf, size = [], 0
             f.flush()
-            _append_file(f, item)
+            append_file(f, item)
             continue
         buf.append(item)
         size += len(item)
@@ -231,7 +242,7 @@ def write_lines(f: BinaryIO, lines: Iterable[bytes | Path], chunk: int = _FLUSH)
     return n
 
 
-def _append_file(f: BinaryIO, part: Path) -> None:
+def append_file(f: BinaryIO, part: Path) -> None:
     """Append the file ``part`` to the open, flushed file ``f`` (copy_file_range where it can), then remove it."""
     try:
         with open(part, "rb") as src:

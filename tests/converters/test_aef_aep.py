@@ -17,6 +17,7 @@ import pytest
 
 from aefgate.converters.aep import common as aep_common
 from aefgate.converters.aep import exporter as aep_exporter
+from aefgate.formats.aef import verifier
 from aefgate.converters.aep import importer as aep_importer
 import aefgate.converters.aep as aep_pkg
 from aefgate.converters.fidelity import fidelity
@@ -597,17 +598,18 @@ def test_convert_through_the_registry(tmp_path: Path):
 
 def _export_both(run: Path, tmp: Path, monkeypatch, name: str, fn=None, **opts) -> tuple[bytes, bytes, int]:
     """The export (``fn``, default ``to_aep``) with AEFGATE_WORKERS=0 and =2 (threshold lowered), and how often
-    the parallel path ran."""
+    the one pass ran in worker processes (the verifier's parallel path, mapping beside its checks)."""
     fn = aep_exporter.to_aep if fn is None else fn
     calls = []
-    parallel = aep_exporter._parallel_bytes
+    parallel = verifier._RunVerifier._parallel_results
 
-    def spy(*a, **k):
-        calls.append(1)
-        return parallel(*a, **k)
+    def spy(self, *a, **k):
+        if self.mapper is not None:
+            calls.append(1)
+        return parallel(self, *a, **k)
 
-    monkeypatch.setattr(aep_exporter, "_parallel_bytes", spy)
-    monkeypatch.setattr(aep_exporter, "_PARALLEL_FROM", 0)
+    monkeypatch.setattr(verifier._RunVerifier, "_parallel_results", spy)
+    monkeypatch.setattr(verifier, "_PARALLEL_FROM", 0)
     out = {}
     for workers in ("0", "2"):
         monkeypatch.setenv("AEFGATE_WORKERS", workers)
@@ -622,11 +624,27 @@ def _export_both(run: Path, tmp: Path, monkeypatch, name: str, fn=None, **opts) 
 def test_parallel_export_same_bytes_example_runs(tmp_path: Path, monkeypatch, src: Path, level: str):
     """Every example run (several scores a line, people's judgments, guardrails, trials, offset times), one line a
     range: the envelope seq counts across ranges exactly as in one process."""
-    monkeypatch.setattr(aep_exporter, "_RANGE", 1)
+    monkeypatch.setattr(verifier, "_RANGE", 1)
     one, many, calls = _export_both(src, tmp_path, monkeypatch, "x", max_capture=level)
     assert calls == 1 and one == many and one
     events = [json.loads(x) for x in many.splitlines()]
     assert [e["seq"] for e in events] == list(range(len(events)))
+
+
+def _plain_big_run(tmp: Path, lines: int = 3000) -> Path:
+    """A bench run of ``lines`` lines, sealed at a fixed time: the same bytes every time."""
+    import sys
+
+    from aefgate.formats.aef.sealer import seal_run
+
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from make_runs import make_run
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    run = make_run(tmp / "plain", lines)
+    seal_run(run, sealed_at=AT)
+    return run
 
 
 def _big_run(tmp: Path, lines: int = 3000) -> Path:
@@ -655,7 +673,7 @@ def _big_run(tmp: Path, lines: int = 3000) -> Path:
 def test_parallel_export_same_bytes_big_run(tmp_path: Path, monkeypatch, level: str):
     """A bench run of many ranges, with overlay decisions targeting lines of different ranges and a cause map."""
     run = _big_run(tmp_path)
-    monkeypatch.setattr(aep_exporter, "_RANGE", 64 * 1024)
+    monkeypatch.setattr(verifier, "_RANGE", 64 * 1024)
     assert (run / "results.ndjson").stat().st_size > 10 * 64 * 1024
     lines = _lines(run)
     cmap = tmp_path / "causes.json"
@@ -682,7 +700,7 @@ def test_parallel_cloudevents_export_same_bytes(tmp_path: Path, monkeypatch, mod
     from aefgate.formats.cloudevents.files import line_value as _export_value
     from aefgate.formats.aef import jsonio
 
-    monkeypatch.setattr(aep_exporter, "_RANGE", 64 * 1024)
+    monkeypatch.setattr(verifier, "_RANGE", 64 * 1024)
     for k, run in enumerate([_big_run(tmp_path)] + list(RUNS)):
         def with_grader(ev: dict) -> dict:  # the AIGP grader as extension attributes (docs/mappings/aigp.md)
             g = (ev.get("data") or {}).get("aef", {}).get("grader")
@@ -700,27 +718,28 @@ def test_parallel_cloudevents_export_same_bytes(tmp_path: Path, monkeypatch, mod
 
 
 def test_parallel_export_default_threshold(tmp_path: Path, monkeypatch):
-    """Below _PARALLEL_FROM (and without AEFGATE_WORKERS) the export stays in this process."""
+    """Below the verifier's _PARALLEL_FROM (and without AEFGATE_WORKERS) the one pass stays in this process."""
     monkeypatch.delenv("AEFGATE_WORKERS", raising=False)
-    assert aep_exporter._workers_for(aep_exporter._PARALLEL_FROM - 1) == 0
+    assert verifier._workers_for(verifier._PARALLEL_FROM - 1) == 0
     monkeypatch.setenv("AEFGATE_WORKERS", "0")
-    assert aep_exporter._workers_for(1 << 40) == 0
+    assert verifier._workers_for(1 << 40) == 0
     monkeypatch.setenv("AEFGATE_WORKERS", "3")
-    assert aep_exporter._workers_for(10) == 3
+    assert verifier._workers_for(10) == 3
 
 
 @pytest.mark.parametrize("damage", ["garbled", "no-final-lf"])
-def test_parallel_export_refusal_same_as_one_process(tmp_path: Path, monkeypatch, damage: str):
-    """results.ndjson changed after its verification: a worker's refusal is the one process's (rule, where)."""
+def test_run_changed_during_the_pass_is_refused_alike(tmp_path: Path, monkeypatch, damage: str):
+    """results.ndjson changed once run.json was read (the mapper has begun): the pass reads the changed file, the
+    run does not verify, nothing is written, and the refusal is the same in one process and in workers."""
     run = _big_run(tmp_path)
-    monkeypatch.setattr(aep_exporter, "_RANGE", 64 * 1024)
-    monkeypatch.setattr(aep_exporter, "_PARALLEL_FROM", 0)
-    prepare = aep_exporter._prepare
+    monkeypatch.setattr(verifier, "_RANGE", 64 * 1024)
+    monkeypatch.setattr(verifier, "_PARALLEL_FROM", 0)
+    begin = aep_exporter._AepMapper.begin
     path = run / "results.ndjson"
     original = path.read_bytes()
 
-    def damaged(*a, **k):
-        got = prepare(*a, **k)  # verified: now the file changes
+    def damaged(self, *a, **k):
+        begin(self, *a, **k)  # the run header read: now the file changes
         data = bytearray(original)
         if damage == "garbled":
             starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A][:-1]
@@ -729,9 +748,8 @@ def test_parallel_export_refusal_same_as_one_process(tmp_path: Path, monkeypatch
         else:
             data[-1:] = b" "
         path.write_bytes(bytes(data))
-        return got
 
-    monkeypatch.setattr(aep_exporter, "_prepare", damaged)
+    monkeypatch.setattr(aep_exporter._AepMapper, "begin", damaged)
     seen = {}
     for workers in ("0", "2"):
         monkeypatch.setenv("AEFGATE_WORKERS", workers)
@@ -742,4 +760,39 @@ def test_parallel_export_refusal_same_as_one_process(tmp_path: Path, monkeypatch
         seen[workers] = (r.value.rule, r.value.where, r.value.message, r.value.exit_code)
         path.write_bytes(original)
     assert seen["0"] == seen["2"]
-    assert seen["2"][:2] == ("AEP-1", "results.ndjson:2223" if damage == "garbled" else "results.ndjson:3000")
+    assert seen["2"][0] == "AEP-1" and seen["2"][3] == 1
+    # the first problem in §3.9's order: the file no longer has the digest its seal records
+    assert "this one is invalid: " in seen["2"][2] and seen["2"][2].endswith(" at results.ndjson")
+
+
+# -- byte-identical to the exports before the one pass (issue 20) --------------------------------------------------
+
+EXPORT_DIGESTS = json.loads((Path(__file__).parent / "data" / "aep_export_digests.json").read_text())
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_exports_byte_identical_to_before_the_one_pass(tmp_path: Path, monkeypatch, workers: str):
+    """tests/converters/data/aep_export_digests.json holds the SHA-256 of each export (AEP JSONL, CloudEvents
+    structured and binary, at the metadata and full ceilings) of every example run and of a generated run of
+    3,000 lines (bench/make_runs.py, sealed at a fixed time), as the exporter wrote them before issue 20 (commit 48a99b7, verify then read again). The
+    one pass writes the same bytes, in one process and in worker processes (one range per 64 KiB)."""
+    import hashlib
+
+    monkeypatch.setenv("AEFGATE_WORKERS", workers)
+    monkeypatch.setattr(verifier, "_PARALLEL_FROM", 0)
+    monkeypatch.setattr(verifier, "_RANGE", 64 * 1024)
+    big = _plain_big_run(tmp_path)
+    runs = list(zip(IDS, RUNS)) + [("bench-3000", big)]
+    got = {}
+    k = 0
+    for name, run in runs:
+        for level in ("metadata", "full"):
+            for fmt in ("aep", "structured", "binary"):
+                k += 1
+                p = tmp_path / f"o{k}.jsonl"
+                if fmt == "aep":
+                    aep_exporter.to_aep(run, p, max_capture=level)
+                else:
+                    aep_exporter.to_cloudevents(run, p, mode=fmt, max_capture=level)
+                got[f"{name}|{level}|{fmt}"] = hashlib.sha256(p.read_bytes()).hexdigest()
+    assert got == EXPORT_DIGESTS

@@ -4,8 +4,9 @@ written), refused as usage errors (``CLI-2``) at the option."""
 from __future__ import annotations
 
 from aefgate.errors import Refusal
+from aefgate.formats.aef.onepass import LineMapper
 
-__all__ = ["TARGET_MODES", "check_import_options", "verified_run"]
+__all__ = ["TARGET_MODES", "CollectLines", "check_import_options", "verified_lines", "verified_pass", "verified_run"]
 
 #: execution.targetMode ([RUN-7])
 TARGET_MODES = ("live", "replayed", "scripted", "mocked")
@@ -27,22 +28,61 @@ def check_import_options(*, target_mode: str, content_capture: str, at: str | No
             raise Refusal("CLI-2", f"--at {at!r} is not an RFC 3339 UTC time (ENC-8)", "--at") from None
 
 
-def verified_run(root, rule: str) -> dict:
-    """The ``run.json`` of a run folder that verifies (intact or unsealed, with no problem), for an exporter: ``CLI-1``
-    when ``root`` is no run folder, the exporter's own ``rule`` (exit 1) when the run does not verify (only a run
-    that verifies is exported: AEP-1, IN-11, OT-8 and their kin)."""
+def verified_pass(root, rule: str, mapper, *, withheld_ok=()) -> object:
+    """Verify the run folder ``root`` while ``mapper`` (an :class:`aefgate.formats.aef.onepass.LineMapper`) converts
+    it, in one pass; refused unless it verifies (intact or unsealed, with no problem but an authorized
+    ``withheld``): ``CLI-1`` when ``root`` is no run folder, the exporter's own ``rule`` (exit 1) when the run does
+    not verify (only a run that verifies is exported: AEP-1, IN-11, OT-8 and their kin), then the mapper's own
+    refusal. Returns the :class:`Verification`; the mapper's output may be released."""
     from pathlib import Path
 
     from aefgate.errors import EXIT_INTEGRITY
-    from aefgate.formats.aef import jsonio
-    from aefgate.formats.aef.verifier import verify_run
+    from aefgate.formats.aef.onepass import verify_mapping
 
     root = Path(root)
     if not (root / "run.json").is_file():
         raise Refusal("CLI-1", "not a run folder (no run.json)", str(root))
-    v = verify_run(root)
-    if v.outcome == "invalid" or v.problems:
-        where, code = v.problems[0] if v.problems else ("", "invalid")
+    v = verify_mapping(root, mapper, withheld_ok=withheld_ok)
+    bad = [p for p in v.problems if p[1] != "withheld"]
+    if v.outcome == "invalid" or bad:
+        where, code = bad[0] if bad else ("", "invalid")
         raise Refusal(rule, f"the run does not verify ({v.outcome}: {code} at {where}); only a run that verifies "
                             "is exported", where or str(root), exit_code=EXIT_INTEGRITY)
-    return jsonio.read_json(root / "run.json")
+    if mapper.failure is not None:
+        raise mapper.failure
+    return v
+
+
+def verified_lines(root, rule: str, *, withheld_ok=()) -> tuple[dict, list[tuple[int, dict]]]:
+    """``(run.json, [(line number, result line)])`` of a run that verifies, read in the one pass that verifies
+    it (:func:`verified_pass`): for an exporter that needs every line before it writes."""
+    m = CollectLines(rule)
+    verified_pass(root, rule, m, withheld_ok=withheld_ok)
+    return m.run, m.lines
+
+
+def verified_run(root, rule: str) -> dict:
+    """The ``run.json`` of a run folder that verifies (:func:`verified_pass`), for an exporter."""
+    m = CollectLines(rule, keep=False)
+    verified_pass(root, rule, m)
+    return m.run
+
+
+class CollectLines(LineMapper):
+    """The verified run header and result lines themselves, in order (``keep=False``: the header only)."""
+
+    def __init__(self, rule: str, keep: bool = True) -> None:
+        super().__init__()
+        self.rule, self.keep = rule, keep
+        self.run: dict = {}
+        self.summary: dict | None = None
+        self.lines: list[tuple[int, dict]] = []
+
+    def begin(self, run: dict, summary: dict | None) -> None:
+        self.run, self.summary = run, summary
+
+    def map(self, lines: list[tuple[int, dict]], base: int | None) -> list[tuple[int, dict]] | None:
+        return lines if self.keep else None
+
+    def put(self, payload: list[tuple[int, dict]]) -> None:
+        self.lines.extend(payload)

@@ -7,6 +7,7 @@ import copy
 import hashlib
 import json
 import os
+import shutil
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -1271,3 +1272,220 @@ def test_blobs_evidence_and_rollups_past_the_memory_index(tmp_path: Path):
         b.finish(ended_at=END)
     assert_verifies(tmp_path / "run")
     assert len(read_lines(tmp_path / "run" / "evidence.ndjson")) == n + 1
+
+
+# -- the seal of a built run: the builder's own digests, no second read ------------------------------------------------
+
+SEALED_AT = "2026-10-01T10:31:00Z"
+TRACE_ID, SPAN_ID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+
+
+def build_every_kind_of_file(out: Path, tmp_path: Path, *, blobs: int = 600, before_seal=None, **finish: Any):
+    """A run holding every kind of file a builder writes: blobs (past the writer process's first blob, from bytes and
+    from a file), evidence, reasoning, gates, traces, logs, an ext/ file; sealed at SEALED_AT. ``before_seal(tmp)``
+    runs on the builder's temporary folder when the seal is about to be made (every file written and closed)."""
+    from aefgate.formats.aef import sealer
+
+    src = tmp_path / "input.bin"
+    src.write_bytes(b"a file's bytes\n" * 100)
+    seal_run = sealer.seal_run
+
+    def sealing(run_dir, **kw):
+        if before_seal is not None:
+            before_seal(Path(run_dir))
+        return seal_run(run_dir, **kw)
+
+    sealer.seal_run = sealing
+    try:
+        with builder(out) as b:
+            digests = [b.add_blob(b"blob %d " % i * (1 + i % 7), kind="input") for i in range(blobs)]
+            filed = b.add_blob_file(src, kind="output")
+            b.add_otlp("traces", {"resourceSpans": [{"scopeSpans": [{"spans": [
+                {"traceId": TRACE_ID, "spanId": SPAN_ID, "name": "agent", "kind": 1,
+                 "startTimeUnixNano": "1790949731000000000", "endTimeUnixNano": "1790949735000000000"}]}]}]})
+            b.add_otlp("logs", {"resourceLogs": [{"scopeLogs": [{"logRecords": [
+                {"timeUnixNano": "1790949735000000000", "eventName": "gen_ai.evaluation.result"}]}]}]})
+            e1 = b.add_evidence("input", content="What is the refund window?")
+            e2 = b.add_evidence("output", blob=filed)
+            e3 = b.add_evidence("input", blob=digests[0])
+            ids = b.add_case("c", leaf("q", evidence=[e1, e2, e3], reasoning=b"because",
+                                       traceLink={"traceId": TRACE_ID, "spanId": SPAN_ID}))
+            b.add_case("d", composite("q", [child("q/a"), child("q/b", "failed")]))
+            b.add_gate({"gateId": "gate:ci", "decisionId": "D-1", "rule": {"strategy": "threshold"},
+                        "inputs": {"results": [ids[("q", None)]]}, "comparability": "not_applicable",
+                        "outcome": "ship", "decidedAt": END})
+            b.add_ext_file("tool/notes.json", b'{"a":1}')
+            finish.setdefault("seal", "producer")
+            return b.finish(ended_at=END, sealed_at=SEALED_AT, **finish)
+    finally:
+        sealer.seal_run = seal_run
+
+
+def test_the_builders_digests_are_the_files_bytes_and_its_seal_the_verifiers(tmp_path: Path, monkeypatch):
+    """(a) The seal's verification takes the builder's list of files and digests (the blob table on disk here): every
+    digest is the SHA-256 of the file's bytes as they are on disk, every file is listed, and the manifest, run hash
+    and seal.json are exactly what a verification and a seal without the builder's list compute."""
+    from aefgate.formats.aef import runfs
+    from aefgate.formats.aef.sealer import check_seal, seal_run
+
+    monkeypatch.setenv("AEFGATE_SPILL_FILES", "16")  # the blob table goes to disk past 16 blobs
+    seen: list[list[tuple[str, str, int]]] = []
+    scan = runfs.Written.scan
+
+    def recording(self, run_dir, **kw):
+        sc = scan(self, run_dir, **kw)
+        assert sc is not None, "the builder's list was not taken"
+        assert sc.files.on_disk
+        seen.append(list(sc.files.sealed_entries()))
+        return sc
+
+    monkeypatch.setattr(runfs.Written, "scan", recording)
+    out = tmp_path / "run"
+    built = build_every_kind_of_file(out, tmp_path)
+    (entries,) = seen
+    on_disk = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert sorted(p for p, _, _ in entries) == [p for p in on_disk if p != "seal.json"]
+    assert {p.split("/")[0] for p, _, _ in entries} == {
+        "blobs", "evidence.ndjson", "ext", "gates.ndjson", "logs.otlp.jsonl", "metrics.json", "results.ndjson",
+        "run.json", "summary.json", "traces.otlp.jsonl"}
+    assert sum(1 for p, _, _ in entries if p.startswith("blobs/")) == 600 + 3
+    for path, hexd, size in entries:
+        data = (out / path).read_bytes()
+        assert (hexd, size) == (hashlib.sha256(data).hexdigest(), len(data)), path
+    # the manifest and run hash of the folder as read, without the builder's list
+    sc = check_seal(out)
+    assert sc.problems == []
+    assert sc.manifest == "".join(f"{h}  {s}  {p}\n" for p, h, s in entries)
+    assert sc.run_hash == built.run_hash
+    v = verify(out)
+    assert (v.outcome, v.problems, v.run_hash) == ("intact", [], built.run_hash)
+    # the same run sealed again without the builder's list: the same seal, byte for byte
+    monkeypatch.undo()
+    again = tmp_path / "again"
+    shutil.copytree(out, again)
+    (again / "seal.json").unlink()
+    assert seal_run(again, sealed_by="producer", sealed_at=SEALED_AT) == built.run_hash
+    assert (again / "seal.json").read_bytes() == (out / "seal.json").read_bytes()
+
+
+def _first_blob(tmp: Path) -> Path:
+    return next(p for p in sorted((tmp / "blobs").rglob("*")) if p.is_file())
+
+
+def _overwrite(path: Path, old: bytes, new: bytes) -> None:
+    data = path.read_bytes()
+    assert len(old) == len(new) and old in data
+    path.write_bytes(data.replace(old, new, 1))
+
+
+def _tamper_result_id(tmp: Path) -> None:  # a line's resultId that is not its own (same size)
+    line = jsonio.loads((tmp / "results.ndjson").read_bytes().split(b"\n", 1)[0])
+    _overwrite(tmp / "results.ndjson", line["resultId"].encode(), b"r_" + b"0" * 32)
+
+
+def _tamper_evidence_digest(tmp: Path) -> None:  # a record whose digest is not its blob's (a rule across files)
+    rec = jsonio.loads((tmp / "evidence.ndjson").read_bytes().split(b"\n", 1)[0])
+    _overwrite(tmp / "evidence.ndjson", b'"digest":"' + rec["digest"].encode(), b'"digest":"sha256:' + b"0" * 64)
+
+
+def _grow_blob(tmp: Path) -> None:  # bytes appended to a blob the builder wrote
+    blob = _first_blob(tmp)
+    blob.write_bytes(blob.read_bytes() + b"!")
+
+
+def _foreign_blob(tmp: Path) -> None:  # a file the builder did not write, in a blob folder, not named by its digest
+    blob = _first_blob(tmp)
+    (blob.parent / (blob.parent.name + "f" * 62)).write_bytes(b"not mine")
+
+
+def _foreign_file(tmp: Path) -> None:  # a file [RUN-2] does not list
+    (tmp / "notes.txt").write_bytes(b"hello")
+
+
+def _link_for_a_blob(tmp: Path) -> None:  # a blob replaced by a link to a file of the same bytes
+    blob = _first_blob(tmp)
+    target = tmp.parent.parent / "elsewhere.bin"
+    target.write_bytes(blob.read_bytes())
+    blob.unlink()
+    blob.symlink_to(target)
+
+
+@pytest.mark.parametrize("tamper, rule, where, code", [
+    (_tamper_result_id, "RUN-4", "results.ndjson:1", "result-id"),
+    (_tamper_evidence_digest, "RUN-4", "evidence.ndjson:1", "evidence-digest"),
+    (_grow_blob, "RUN-4", "blobs/sha256/", "blob-digest"),
+    (_foreign_blob, "RUN-4", "blobs/sha256/", "blob-digest"),
+    (_link_for_a_blob, "RUN-4", "blobs/sha256/", "path"),
+    (_foreign_file, "RUN-2", "notes.txt", None),
+], ids=["result-id", "evidence-digest", "blob-grown", "blob-added", "blob-linked", "file-added"])
+def test_a_run_that_would_not_verify_is_still_never_sealed(tamper, rule: str, where: str, code: str | None,
+                                                            tmp_path: Path):
+    """(b) A file of the builder's temporary folder changed after it was written and before the seal (a line, a
+    record breaking a rule across files, a blob grown, a file added, a link): the seal is refused as before, with
+    the verification's problem, and nothing is left."""
+    from aefgate.formats.aef.sealer import NotVerified
+
+    out = tmp_path / "out" / "run"
+    with pytest.raises(Refusal) as e:
+        build_every_kind_of_file(out, tmp_path, blobs=20, before_seal=tamper)
+    assert e.value.rule == rule
+    if code is None:
+        assert e.value.where == where
+    else:
+        assert isinstance(e.value, NotVerified)
+        assert any(p.startswith(where) and c == code for p, c in e.value.problems), e.value.problems
+    assert listing(tmp_path / "out") == []
+
+
+def test_the_seal_reads_no_blob_back(tmp_path: Path, monkeypatch):
+    """(c) Sealing a built run scans no folder and opens no blob: the verification before the seal takes the
+    digests the builder computed of the bytes it wrote (a blob is hashed once, when it is added)."""
+    import builtins
+    import io
+
+    from aefgate.formats.aef import runfs
+
+    opened: list[str] = []
+
+    def refuse_scan(*a, **kw):
+        raise AssertionError("the folder was scanned")
+
+    def refuse_blob_hash(path, **kw):
+        raise AssertionError(f"a file was hashed from disk: {path}")
+
+    def spy(real):
+        def opening(file, *a, **kw):
+            if isinstance(file, (str, bytes, os.PathLike)) and "blobs/sha256" in os.fsdecode(file):
+                opened.append(os.fsdecode(file))
+            return real(file, *a, **kw)
+        return opening
+
+    def before_seal(tmp: Path) -> None:
+        monkeypatch.setattr(runfs, "scan", refuse_scan)
+        monkeypatch.setattr(runfs, "sha256_file", refuse_blob_hash)
+        for mod, name in ((os, "open"), (builtins, "open"), (io, "open")):
+            monkeypatch.setattr(mod, name, spy(getattr(mod, name)))
+
+    out = tmp_path / "run"
+    built = build_every_kind_of_file(out, tmp_path, before_seal=before_seal)
+    monkeypatch.undo()
+    assert opened == []
+    v = verify(out)
+    assert (v.outcome, v.problems, v.run_hash) == ("intact", [], built.run_hash)
+
+
+def test_a_blob_changed_in_place_keeping_its_size_is_found_by_the_next_verification(tmp_path: Path):
+    """What the seal no longer reads: a blob's bytes changed behind the builder's back after it wrote them, keeping
+    their size (the folder's listing, names and sizes, is checked; the bytes are not read back). The seal lists the
+    digest the builder computed of the bytes it wrote, so the next verification finds the change."""
+
+    def flip(tmp: Path) -> None:
+        blob = _first_blob(tmp)
+        data = blob.read_bytes()
+        blob.write_bytes(bytes([data[0] ^ 1]) + data[1:])
+
+    out = tmp_path / "run"
+    built = build_every_kind_of_file(out, tmp_path, blobs=20, before_seal=flip)
+    v = verify(out)
+    assert v.outcome == "invalid" and v.run_hash == built.run_hash
+    assert {c for p, c in v.problems if p.startswith("blobs/sha256/")} == {"blob-digest", "digest"}  # [SEAL-6] too

@@ -297,7 +297,8 @@ MUTATIONS = {
         COMPLETED_EVAL,
         lambda r: _set_json(r, "results.ndjson", 5, lambda d: d.update(
             parentResultId="r_479d157f3423e95d566bcbfc0c6d2461", component={"weight": 0, "required": False})),
-        [("results.ndjson:5", "parent")],
+        # [RES-6]: the node's children are the lines that name it, whatever their case: line 1 now has 4 (total 3)
+        [("results.ndjson:1", "aggregation"), ("results.ndjson:5", "parent")],
         ["results.ndjson"],
     ),
     "aggregation-total": (

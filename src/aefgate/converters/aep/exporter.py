@@ -6,7 +6,7 @@ order with deterministic ids; :func:`to_aep` writes them as JSONL, :func:`to_clo
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -18,9 +18,8 @@ import msgspec
 from aefgate.converters.aigp import calibrated_models, grader_of
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.formats.aef import jsonio
-from aefgate.fsutil import atomic_lines, check_file_destination
-from aefgate.progress import start as progress_start
-from aefgate.progress import task as progress_task
+from aefgate.formats.aef.onepass import LineMapper
+from aefgate.fsutil import append_file, atomic_file, check_file_destination
 from aefgate.converters.aep.common import (
     AEP_VERSION, EXT_KEY, OVERLAY_SEVERITY, T_EVAL, T_FEEDBACK, T_GUARD, _AEF_COPY, _AEF_KEYS, _CONTROL,
     _FAIL_SEVERITY, _RANK, _STATE_SEVERITY, _aep_module, _check_host, _check_level, _load_cause_map,
@@ -128,62 +127,12 @@ class _Export:
         return a
 
 
-def _verified_lines(path: Path) -> Iterator[dict]:
-    """The lines of a ``results.ndjson`` that verified a moment ago (AEP-1), decoded without the strict reader's
-    checks (they passed): streamed, 1 MiB at a time. A line that no longer decodes means the file changed since."""
-    import msgspec
-
-    decode = msgspec.json.Decoder().decode
-    with open(path, "rb") as f, progress_task("export results.ndjson", os.fstat(f.fileno()).st_size, "bytes") as bar:
-        carry = b""
-        lineno = 0
-        while True:
-            chunk = f.read(1 << 20)
-            if not chunk:
-                break
-            bar.advance(len(chunk))
-            parts = (carry + chunk).split(b"\n") if carry else chunk.split(b"\n")
-            carry = parts.pop()
-            for raw in parts:
-                lineno += 1
-                try:
-                    line = decode(raw)
-                except (msgspec.DecodeError, RecursionError):
-                    line = None
-                if type(line) is not dict:
-                    raise Refusal("AEP-1", "the run changed after it was verified", f"results.ndjson:{lineno}",
-                                  exit_code=EXIT_INTEGRITY)
-                yield line
-        if carry:
-            raise Refusal("AEP-1", "the run changed after it was verified", f"results.ndjson:{lineno + 1}",
-                          exit_code=EXIT_INTEGRITY)
-
-
 def _traceparent(line: Mapping[str, Any]) -> str | None:
     """AEP-6."""
     tl = line.get("traceLink")
     if isinstance(tl, dict) and "spanId" in tl and "traceId" in tl:
         return f"00-{tl['traceId'].lower()}-{tl['spanId'].lower()}-01"
     return None
-
-
-def _prepare(
-    run_dir: str | os.PathLike[str],
-    *,
-    max_capture: str = "metadata",
-    agent: str | None = None,
-    source_host: str | None = None,
-    cause_map: Any = None,
-    policy: Any = None,
-) -> tuple[_Export, list[dict], set[str], Any]:
-    """AEP-1, AEP-3, AEP-7, AEP-8: verify the run and check the options; what the stream of events needs.
-
-    Three steps, which ``aefgate.bus.pipeline`` also runs apart (the verification beside the export):
-    :func:`_check_options`, :func:`_verify_intact`, :func:`_context`."""
-    opts = _check_options(run_dir, max_capture=max_capture, agent=agent, source_host=source_host,
-                          cause_map=cause_map)
-    v = _verify_intact(opts.root, policy)
-    return _context(opts, v.run_hash)
 
 
 class _Options:
@@ -216,10 +165,7 @@ def _verify_intact(root: Path, policy: Any = None):
     from aefgate.formats.aef.trust import verify_run
 
     v = verify_run(root, policy=policy)
-    if v.outcome != "intact":
-        detail = f": {v.problems[0][1]} at {v.problems[0][0]}" if v.problems else ""
-        raise Refusal("AEP-1", f"only a run that verifies intact is exported; this one is {v.outcome}{detail}",
-                      str(root), exit_code=EXIT_INTEGRITY)
+    _check_intact(v, root)
     return v
 
 
@@ -268,19 +214,56 @@ def export_events(
 ) -> Iterator[dict]:
     """The AEP events of a run that verifies ``intact`` (AEP-1), in the order of AEP-2.
 
-    The run is verified and every option checked before the iterator is returned, so a refusal comes from this
-    call, not from the first ``next()``. ``max_capture`` is the capture ceiling (AEP-8), ``agent`` overrides the
-    envelope's ``agent``, ``source_host`` the host of ``source`` (AEP-3), ``cause_map`` maps resultIds or caseIds to
-    assessed event ids (AEP-7), ``policy`` is the trust policy the verification uses for withheld blobs.
+    The run is verified and converted in one pass (:mod:`aefgate.formats.aef.onepass`), the events kept in an
+    unnamed temporary file, and every option checked, before the iterator is returned: a refusal comes from this
+    call, not from the first ``next()``, and no event of a run that does not verify is ever yielded.
+    ``max_capture`` is the capture ceiling (AEP-8), ``agent`` overrides the envelope's ``agent``, ``source_host``
+    the host of ``source`` (AEP-3), ``cause_map`` maps resultIds or caseIds to assessed event ids (AEP-7),
+    ``policy`` is the trust policy the verification uses for withheld blobs.
     """
-    return _stream(*_prepare(run_dir, max_capture=max_capture, agent=agent, source_host=source_host,
-                             cause_map=cause_map, policy=policy))
+    import tempfile
+
+    spool = tempfile.TemporaryFile(prefix="aefgate-export-")
+    try:
+        mapper = _one_pass(run_dir, spool, _encode, {"max_capture": max_capture, "agent": agent,
+                                                     "source_host": source_host, "cause_map": cause_map,
+                                                     "policy": policy})
+    except BaseException:
+        spool.close()
+        raise
+    return _spooled(spool, mapper)
 
 
-def _stream(ctx: _Export, decisions: list[dict], targets: set[str], redact) -> Iterator[dict]:
-    seen_targets: dict[str, tuple[str, str, Any, str]] = {}
-    yield from _result_events(ctx, _verified_lines(ctx.root / "results.ndjson"), targets, seen_targets, redact)
-    yield from _decision_events(ctx, decisions, seen_targets, redact)
+def _one_pass(run_dir: str | os.PathLike[str], out, encode, options: Mapping[str, Any],
+              parts: Path | None = None) -> "_AepMapper":
+    """AEP-1, AEP-3, AEP-7, AEP-8: the options checked, then the run verified while its result events are made and
+    written by ``encode`` (a batch of events -> their lines) to ``out``; refused unless it verifies intact.
+    The mapper holds what the decision events need (AEP-12)."""
+    from aefgate.formats.aef.onepass import verify_mapping
+
+    opts = {k: v for k, v in options.items() if v is not None}
+    policy = opts.pop("policy", None)
+    checked = _check_options(run_dir, **opts)
+    mapper = _AepMapper(checked, _sealed_run_hash(checked.root), encode, out, parts)
+    v = verify_mapping(checked.root, mapper, policy=policy)
+    _check_intact(v, checked.root)
+    if mapper.failure is not None:
+        raise mapper.failure
+    if v.run_hash != mapper.run_hash:  # pragma: no cover - intact means the seal's run hash is the run's
+        raise Refusal("AEP-1", "the run changed during the export", str(checked.root), exit_code=EXIT_INTEGRITY)
+    return mapper
+
+
+def _spooled(spool, mapper: "_AepMapper") -> Iterator[dict]:
+    """The result events back from the spool, then the decision events (AEP-12)."""
+    decode = msgspec.json.Decoder().decode
+    try:
+        spool.seek(0)
+        for raw in spool:
+            yield decode(raw)
+    finally:
+        spool.close()
+    yield from _decision_events(mapper.ctx, mapper.decisions, mapper.seen, mapper.redact)
 
 
 def _result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
@@ -438,19 +421,111 @@ def to_aep(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], **
 
 
 def _write_jsonl(run_dir: str | os.PathLike[str], out: Path, options: Mapping[str, Any], encode) -> Path:
-    """The export's lines (``encode`` of each batch of events) written atomically at ``out``, the workers' ranges
-    in part files beside it."""
+    """The export's lines (``encode`` of each batch of events) written atomically at ``out`` in one pass over the
+    run (:mod:`aefgate.formats.aef.onepass`): the run is verified while its events are made and written to a
+    temporary sibling of ``out``, which is moved into place only when the run verifies intact (AEP-1)."""
     import secrets
 
     parts = out.parent / f".{out.name}.part-{secrets.token_hex(4)}"
-    atomic_lines(out, _aep_bytes(*_prepare(run_dir, **_export_options(options)), parts=parts, encode=encode))
+    try:
+        with atomic_file(out) as f:
+            mapper = _one_pass(run_dir, f, encode, _export_options(options), parts)
+            tail = list(_decision_events(mapper.ctx, mapper.decisions, mapper.seen, mapper.redact))
+            if tail:
+                f.write(encode(tail))
+    finally:  # the part files of ranges never appended (a refusal, an error)
+        prefix = f"{parts.name}-"
+        with contextlib.suppress(OSError):
+            for name in os.listdir(parts.parent):
+                if name.startswith(prefix):
+                    (parts.parent / name).unlink(missing_ok=True)
     return out
+
+
+def _sealed_run_hash(root: Path) -> str | None:
+    """The run hash seal.json names (AEP-4 names the events after it), or None when there is none to read: then
+    nothing is mapped, and the verification refuses the run (only an intact run is exported)."""
+    from aefgate.formats.aef.seal import read_seal_lean
+
+    try:
+        reading = read_seal_lean(root)
+    except Exception:  # noqa: BLE001 - any seal that does not read: the verification reports it
+        return None
+    doc = getattr(reading, "doc", None)
+    try:
+        h = doc["predicate"]["runHash"]
+    except (TypeError, KeyError):
+        return None
+    return h if isinstance(h, str) else None
+
+
+class _AepMapper(LineMapper):
+    """The AEP events of each result line (AEP-2 .. AEP-11), encoded by ``encode`` into ``out`` as the run is
+    verified; numbered across lines (``seq``, AEP-3), so worker processes count their ranges first."""
+
+    rule = "AEP-1"
+    counts = True
+
+    def __init__(self, opts: "_Options", run_hash: str | None, encode, out, parts: Path | None = None) -> None:
+        super().__init__()
+        self.opts, self.run_hash, self.encode, self.out, self.parts = opts, run_hash, encode, out, parts
+        self.seen: dict[str, tuple[str, str, Any, str]] = {}
+
+    def begin(self, run: dict, summary: dict | None) -> None:
+        if self.run_hash is None:
+            raise Refusal("AEP-1", "the run has no seal to name its events by", "seal.json", exit_code=EXIT_INTEGRITY)
+        self.ctx, self.decisions, self.targets, self.redact = _context(self.opts, self.run_hash, run)
+        self.ctx.check_blobs = True  # a blob is read before the verification hashed it: it must hash to its name
+        self.pid = os.getpid()  # a worker process (another pid) writes its lines to part files
+
+    def count(self, data: bytes) -> int:
+        return _count_events(data)
+
+    def map(self, lines: list[tuple[int, dict]], base: int | None) -> tuple[bytes, dict]:
+        ctx = self.ctx
+        if base is not None:
+            ctx.seq = base
+        seen: dict[str, tuple[str, str, Any, str]] = {}
+        encode = self.encode
+        blobs: list[bytes] = []
+        batch: list[dict] = []
+        for ev in _result_events(ctx, [line for _, line in lines], self.targets, seen, self.redact):
+            batch.append(ev)
+            if len(batch) >= _BATCH:
+                blobs.append(encode(batch))
+                batch = []
+        if batch:
+            blobs.append(encode(batch))
+        if self.parts is None or not lines or os.getpid() == self.pid:
+            return b"".join(blobs), seen, ctx.seq
+        # a worker process: the range's lines in a part file beside the destination (appended in the kernel)
+        part = self.parts.with_name(f"{self.parts.name}-{lines[0][0]:09d}")
+        with open(part, "xb") as f:
+            f.writelines(blobs)
+        return part, seen, ctx.seq
+
+    def put(self, payload: tuple[bytes | Path, dict, int]) -> None:
+        data, seen, seq = payload
+        if isinstance(data, Path):
+            self.out.flush()
+            append_file(self.out, data)
+        else:
+            self.out.write(data)
+        if seen:
+            self.seen.update(seen)
+        self.ctx.seq = seq  # where the decision events go on numbering (the lines may be mapped in workers)
+
+
+def _check_intact(v, root: Path) -> None:
+    """AEP-1: refused (exit 1) unless the verification ``v`` is intact."""
+    if v.outcome != "intact":
+        detail = f": {v.problems[0][1]} at {v.problems[0][0]}" if v.problems else ""
+        raise Refusal("AEP-1", f"only a run that verifies intact is exported; this one is {v.outcome}{detail}",
+                      str(root), exit_code=EXIT_INTEGRITY)
 
 
 # -- the JSONL bytes of an export: in this process, or in worker processes over ranges of results.ndjson ----------
 
-_PARALLEL_FROM = 16 * 1024 * 1024  # bytes of results.ndjson from which worker processes build the events
-_RANGE = 4 * 1024 * 1024  # bytes of whole lines a worker takes at a time
 _BATCH = 1024  # events encoded at a time
 
 
@@ -469,81 +544,6 @@ def _line_encoder():
 _LINES_ENCODER = _line_encoder()
 
 
-def _aep_bytes(ctx: _Export, decisions: list[dict], targets: set[str], redact,
-               parts: Path | None = None, encode=_encode) -> Iterator[bytes | Path]:
-    """The export as JSONL, in pieces of many lines: :func:`_stream` encoded, the same bytes either way. With
-    ``parts`` (a path prefix beside the destination), worker processes write their ranges to part files
-    ``<parts>-N`` and those are yielded (the caller appends and removes them) instead of the bytes. ``encode``
-    turns a batch of events into their lines (default :func:`_encode`: the AEP events themselves; the CloudEvents
-    export gives its own, AEP-18)."""
-    path = ctx.root / "results.ndjson"
-    size = path.stat().st_size
-    workers = _workers_for(size)
-    seen_targets: dict[str, tuple[str, str, Any, str]] = {}
-    if workers:
-        yield from _parallel_bytes(ctx, path, size, workers, targets, seen_targets, redact, parts, encode)
-    else:
-        batch: list[dict] = []
-        for ev in _result_events(ctx, _verified_lines(path), targets, seen_targets, redact):
-            batch.append(ev)
-            if len(batch) >= _BATCH:
-                yield encode(batch)
-                batch = []
-        if batch:
-            yield encode(batch)
-    tail = list(_decision_events(ctx, decisions, seen_targets, redact))
-    if tail:
-        yield encode(tail)
-
-
-def _workers_for(size: int) -> int:
-    """How many worker processes build the events: none for a small results.ndjson, else one per core;
-    ``AEFGATE_WORKERS`` overrides (0: in this process), as for the verification."""
-    import multiprocessing
-
-    env = os.environ.get("AEFGATE_WORKERS")
-    if env is not None:
-        return max(0, int(env))
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if size < _PARALLEL_FROM or cpus < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return 0
-    return cpus
-
-
-def _ranges(path: Path, size: int) -> list[tuple[int, int]]:
-    """results.ndjson cut into ranges of whole lines of about ``_RANGE`` bytes (the verifier's cut)."""
-    from aefgate.formats.aef.verifier import _ranges as cut
-
-    with open(path, "rb") as f:
-        return cut(f, size, _RANGE)
-
-
-class _Changed(Exception):
-    """A line of a range no longer decodes (its line number in the range)."""
-
-
-_WORK: tuple | None = None  # (ctx, targets, redact, encode) for the forked workers
-
-
-def _range_lines(data: bytes) -> Iterator[dict]:
-    """The lines of a range, as :func:`_verified_lines` reads them; :class:`_Changed` for one that does not."""
-    decode = msgspec.json.Decoder().decode
-    parts = data.split(b"\n")
-    carry = parts.pop()
-    lineno = 0
-    for raw in parts:
-        lineno += 1
-        try:
-            line = decode(raw)
-        except (msgspec.DecodeError, RecursionError):
-            line = None
-        if type(line) is not dict:
-            raise _Changed(lineno)
-        yield line
-    if carry:
-        raise _Changed(lineno + 1)
-
-
 def _guard_count(line: Mapping[str, Any]) -> int:
     """1 when :func:`_guardrail` gives the line a guardrail event, else 0."""
     if isinstance(line.get("attack"), dict):
@@ -553,21 +553,17 @@ def _guard_count(line: Mapping[str, Any]) -> int:
     return 1 if isinstance(ours, dict) and isinstance(ours.get("guardrail"), dict) else 0
 
 
-def _count_range(path: Path, item: tuple[int, int]) -> tuple[int, int]:
-    """A worker: ``(lines, events)`` of one range, as :func:`_result_events` gives them (a score each, or one for a
-    line without scores; one more for a guardrail), read with a decoder that skips every other member. A line that
-    no longer decodes counts nothing here: the range's export refuses it."""
-    offset, length = item
-    with open(path, "rb") as f:
-        f.seek(offset)
-        data = f.read(length)
+def _count_events(data: bytes) -> int:
+    """The events of whole result lines, as :func:`_result_events` gives them (a score each, or one for a line
+    without scores; one more for a guardrail), read with a decoder that skips every other member. A line that
+    does not decode counts nothing here: it is refused when it is checked."""
     lines = data.count(b"\n")
     try:  # the usual range: one decoder call, every line plain
         counted = _count_decoder().decode_lines(data)
     except (msgspec.DecodeError, RecursionError):
         counted = None
     if counted is not None and len(counted) == lines and not any(c.attack or c.ext for c in counted):
-        return lines, sum([len(c.scores) if c.scores else 1 for c in counted])
+        return sum([len(c.scores) if c.scores else 1 for c in counted])
     decode = _count_decoder().decode
     full = msgspec.json.Decoder().decode
     parts = data.split(b"\n")
@@ -587,7 +583,7 @@ def _count_range(path: Path, item: tuple[int, int]) -> tuple[int, int]:
             continue
         if type(line) is dict:
             events += (len(line.get("scores") or ()) or 1) + _guard_count(line)
-    return len(parts), events
+    return events
 
 
 class _CountItem(msgspec.Struct):
@@ -610,98 +606,6 @@ def _count_decoder():
     if _COUNT_DECODER is None:
         _COUNT_DECODER = msgspec.json.Decoder(_Counted)
     return _COUNT_DECODER
-
-
-def _export_range(path: Path, item: tuple[tuple[int, int], int, int, int, Path | None]) -> tuple:
-    """A worker: the events of one range of whole lines (``(offset, length)``, the number of the line before it,
-    its first seq, its event count, its part file or None), numbered and encoded: ``("ok", bytes or the part file
-    holding them, seen targets)``, ``("changed", file line)`` or ``("refusal", rule, message, where, exit code)``.
-    """
-    ctx, targets, redact, encode = _WORK
-    (offset, length), lineno, seq, events, part = item
-    with open(path, "rb") as f:
-        f.seek(offset)
-        data = f.read(length)
-    ctx.seq = seq
-    seen: dict[str, tuple[str, str, Any, str]] = {}
-    batch: list[dict] = []
-    blobs: list[bytes] = []
-    changed = None
-    try:
-        try:
-            for ev in _result_events(ctx, _range_lines(data), targets, seen, redact):
-                batch.append(ev)
-                if len(batch) >= _BATCH:
-                    blobs.append(encode(batch))
-                    batch = []
-        except _Changed as e:
-            changed = e.args[0]
-        if batch:
-            blobs.append(encode(batch))  # the events before a changed line come first, as in one process
-    except Refusal as e:
-        return "refusal", e.rule, e.message, e.where, e.exit_code
-    if changed is not None:
-        return "changed", lineno + changed
-    if ctx.seq - seq != events:  # pragma: no cover - _count_range and _result_events disagree
-        raise RuntimeError(f"range at {offset}: {ctx.seq - seq} events, counted {events}")
-    if part is None:
-        return "ok", b"".join(blobs), seen
-    with open(part, "xb", buffering=0) as f:
-        for blob in blobs:
-            f.write(blob)
-    return "ok", part, seen
-
-
-def _parallel_bytes(ctx: _Export, path: Path, size: int, workers: int, targets: set[str],
-                    seen_targets: dict, redact, parts: Path | None, encode) -> Iterator[bytes | Path]:
-    """The result events in worker processes (forked before any thread starts): a first pass counts each range's
-    lines and events (so each range knows its first line number and seq), the second builds and encodes the
-    ranges, a bounded number in flight (each in a part file when ``parts`` is given: this process then only copies
-    files, in the kernel); their bytes come in file order."""
-    import multiprocessing
-
-    from aefgate.formats.aef.verifier import _parallel
-
-    global _WORK
-    ranges = _ranges(path, size)
-    bar = progress_start("export results.ndjson", size, "bytes")
-    _WORK = (ctx, targets, redact, encode)
-    try:
-        pool = multiprocessing.get_context("fork").Pool(workers)
-    finally:
-        _WORK = None
-    try:
-        counts = pool.map(functools.partial(_count_range, path), ranges, chunksize=1)
-        items = []
-        lineno, seq = 0, ctx.seq
-        for r, (lines, events) in zip(ranges, counts):
-            part = None if parts is None else parts.with_name(f"{parts.name}-{len(items):06d}")
-            items.append((r, lineno, seq, events, part))
-            lineno += lines
-            seq += events
-        results = _parallel(pool, items, workers, _export_range, path)
-        try:
-            for (start, end), res in zip(ranges, results):
-                bar.advance(end - start)
-                if res[0] == "changed":
-                    raise Refusal("AEP-1", "the run changed after it was verified", f"results.ndjson:{res[1]}",
-                                  exit_code=EXIT_INTEGRITY)
-                if res[0] == "refusal":
-                    raise Refusal(res[1], res[2], res[3], exit_code=res[4])
-                yield res[1]
-                seen_targets.update(res[2])
-        finally:
-            results.close()
-    finally:
-        bar.close()
-        pool.terminate()
-        pool.join()
-        if parts is not None:  # the part files of ranges never handed on (a refusal, an error)
-            prefix = f"{parts.name}-"
-            for name in os.listdir(parts.parent):
-                if name.startswith(prefix):
-                    (parts.parent / name).unlink(missing_ok=True)
-    ctx.seq = seq
 
 
 def to_cloudevents(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], mode: str = "structured",

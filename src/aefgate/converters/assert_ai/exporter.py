@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from aefgate.converters.assert_ai.common import EXT_FOLDER, EXT_NAME, decode_name
-from aefgate.converters.common import verified_run
+from aefgate.converters.common import verified_lines
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.assert_ai.reader import ASSERT_ID
@@ -237,10 +237,10 @@ def _seed_of(data: bytes | None, events: list[dict]) -> str | None:
 class _Cases:
     """The run's cases in order, each with the evidence ids its lines cite and its root's ASSERT ext."""
 
-    def __init__(self, root: Path):
+    def __init__(self, lines: list[tuple[int, dict]]):
         self.order: dict[str, list[str]] = {}
         self.ext: dict[str, dict] = {}
-        for _n, line in jsonio.iter_ndjson(root / "results.ndjson"):
+        for _n, line in lines:
             ids = self.order.setdefault(line["caseId"], [])
             for eid in line.get("evidence") or ():
                 if eid not in ids:
@@ -263,11 +263,12 @@ def _evidence(root: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _conversations(root: Path, target: str, behavior: str, counts: dict[str, int]) -> Iterator[KitCase]:
+def _conversations(root: Path, lines: list[tuple[int, dict]], target: str, behavior: str,
+                   counts: dict[str, int]) -> Iterator[KitCase]:
     from aefgate.formats.aef.runfs import blob_path
 
     evidence = _evidence(root)
-    cases = _Cases(root)
+    cases = _Cases(lines)
 
     def blob(hexd: str) -> bytes:
         return (root / blob_path(hexd)).read_bytes()
@@ -349,7 +350,7 @@ def to_assert(
                                                                          assert_root[1:3] in (":\\", ":/"))):
         raise Refusal("CLI-2", f"--assert-root {assert_root!r} is an absolute path: ASSERT resolves a relative "
                                "artifacts_root against its own install", "--assert-root")
-    doc = verified_run(root, "ASSERT-12")
+    doc, lines = verified_lines(root, "ASSERT-12")
     if doc.get("contentCapture") == "off":
         raise Refusal("ASSERT-10", "the run keeps no content (contentCapture off, RUN-11): it has no conversation "
                                    "for ASSERT's judge", str(root / "run.json"))
@@ -368,7 +369,7 @@ def to_assert(
         str(subject.get("ref", ":")).split(":", 1)[1]) or "agenteval"
     counts = {"cases": 0, "notExported": 0}
     with atomic_dir(out) as tmp:
-        written = write_judge_kit(tmp, _conversations(root, row_target, behavior, counts), taxonomy=tax_bytes,
+        written = write_judge_kit(tmp, _conversations(root, lines, row_target, behavior, counts), taxonomy=tax_bytes,
                                   behavior=behavior, suite=suite_name, run=run_name, judge_model=model,
                                   assert_root=(assert_root or str(out)).replace("\\", "/"),
                                   label_set=label_set or f"aef:{doc['runId']}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from aefgate.converters.evaluation_api.importer import EXT, STATUS_PATH
-from aefgate.converters.common import verified_run
+from aefgate.converters.common import verified_lines
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.evaluation_api import dumps
@@ -40,7 +40,7 @@ class _Run:
         from aefgate.formats.aef.runfs import blob_path
 
         self.root = root
-        self.run = verified_run(root, "EVAPI-8")
+        self.run, self.lines = verified_lines(root, "EVAPI-8")
         self.content_on = self.run.get("contentCapture", "on") == "on"
         self.evidence: dict[str, dict] = {}
         p = root / "evidence.ndjson"
@@ -228,15 +228,13 @@ def export_responses(run_dir: str | os.PathLike[str]) -> Iterator[tuple[str, dic
     """``(case id, response)`` for each case of a run that verifies (EVAPI-8), in the order of the cases' first
     lines. The lines are gathered by case first (a case's lines need not follow each other in results.ndjson), so
     memory holds the run's lines (without their blobs)."""
-    from aefgate.progress import task as progress_task
 
     root = Path(run_dir)
     x = _Run(root)
     cases: dict[str, list[tuple[dict, str]]] = {}
-    with progress_task("export results.ndjson", None, "lines") as bar:
-        for lineno, line in jsonio.iter_ndjson(root / "results.ndjson"):
-            bar.advance()
-            cases.setdefault(line["caseId"], []).append((line, f"results.ndjson:{lineno}"))
+    for lineno, line in x.lines:
+        cases.setdefault(line["caseId"], []).append((line, f"results.ndjson:{lineno}"))
+    x.lines = []
     for lines in cases.values():
         yield _response(x, lines)
 

@@ -168,23 +168,27 @@ def export_run(
     The run must verify (IN-11: intact or unsealed, with no problem but an authorized withhold; ``withheld_ok``
     are the blob paths an authorized redaction withholds). Refusals name the page's rule (IN-1 to IN-5, IN-11,
     IN-12); a run that does not verify is refused with exit code 1."""
-    from aefgate.formats.aef.verifier import verify_run
+    from aefgate.converters.common import CollectLines
+    from aefgate.formats.aef.onepass import verify_mapping
 
     root = Path(run_dir)
     if not (root / "run.json").is_file():
         raise Refusal("CLI-1", "not a run folder (no run.json)", str(root))
     withheld = frozenset(withheld_ok)
-    v = verify_run(root, withheld_ok=withheld)
+    collected = CollectLines("IN-11")  # the run read once: its lines as the verification checked them
+    v = verify_mapping(root, collected, withheld_ok=withheld)
     bad = [p for p in v.problems if p[1] != "withheld"]
     if v.outcome == "invalid" or bad:
         where, code = bad[0] if bad else ("", "")
         raise Refusal("IN-11", f"the run does not verify ({v.outcome}: {code} at {where}); only a run that verifies "
                                "is converted", where or str(root), exit_code=EXIT_INTEGRITY)
+    if collected.failure is not None:  # pragma: no cover - collecting lines refuses nothing
+        raise collected.failure
     if _check_overlays(root) and not ignore_overlays:
         raise Refusal("IN-4", "the run has overlay events, whose Score.history and log_updates shape the page does "
                               "not give; --ignore-overlays converts the sealed lines without them",
                       "overlays/events.ndjson")
-    run = jsonio.read_json(root / "run.json")
+    run = collected.run
     blobs = _Blobs(root, withheld)
     content_on = run.get("contentCapture") != "off"
     if grader_types:
@@ -232,8 +236,8 @@ def export_run(
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     reductions: dict[tuple[str, str], dict[str, Any]] = {}
     case_ids: dict[str, None] = {}
-    results_path = root / "results.ndjson"
-    for lineno, line in jsonio.iter_ndjson(results_path):
+    lines, collected.lines = collected.lines, []
+    for lineno, line in lines:
         where = f"results.ndjson:{lineno}"
         case_ids.setdefault(line["caseId"], None)
         if "trials" in line:

@@ -51,7 +51,10 @@ def match_lines(run_dir: Path) -> Callable[[dict, bool], Hashable]:
     metric (the event's name; a line without scores is named after its summary entry's metric, OT-1)."""
     from aefgate.converters.otel.exporter import _summary_names
 
-    names = _summary_names(Path(run_dir))
+    from aefgate.formats.aef import jsonio
+
+    p = Path(run_dir) / "summary.json"
+    names = _summary_names(jsonio.read_json(p) if p.is_file() else None)
 
     def key(line: dict, original: bool) -> Hashable:
         if not original:

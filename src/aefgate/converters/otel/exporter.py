@@ -24,11 +24,12 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from aefgate.converters.common import verified_run
+import hashlib
+
+from aefgate.formats.aef.onepass import LineMapper
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.otlp import time_to_nanos
-from aefgate.progress import task as progress_task
 
 __all__ = ["export_records", "send_otel", "to_otel"]
 
@@ -42,14 +43,13 @@ def _s(key: str, value: str) -> dict:
     return {"key": key, "value": {"stringValue": value}}
 
 
-def _summary_names(root: Path) -> dict[str, str]:
-    """path -> the metric of the summary's (first) entry at that path (OT-1)."""
+def _summary_names(summary: dict | None) -> dict[str, str]:
+    """path -> the metric of the summary's (first) entry at that path (OT-1), from the summary.json the verification
+    read (None: the run has none)."""
     out: dict[str, str] = {}
-    p = root / "summary.json"
-    if p.is_file():
-        for lane in jsonio.read_json(p).get("lanes", []):
-            for e in lane.get("metrics", []):
-                out.setdefault(e["path"], e["metric"])
+    for lane in (summary or {}).get("lanes", []):
+        for e in lane.get("metrics", []):
+            out.setdefault(e["path"], e["metric"])
     return out
 
 
@@ -67,8 +67,11 @@ def _explanation(root: Path, line: dict, content_on: bool, where: str) -> str | 
     p = root / blob_path(hexd)
     if p.stat().st_size > MAX_REASONING:
         raise Refusal("OT-9", f"the reasoning blob is over {MAX_REASONING} bytes", where)
+    data = p.read_bytes()
+    if hashlib.sha256(data).hexdigest() != hexd:  # read before the verification hashes it: its bytes are its name
+        raise Refusal("OT-8", "the run changed during the export", str(p), exit_code=1)
     try:
-        return p.read_bytes().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise Refusal("OT-9", "the reasoning blob is not UTF-8: no explanation can hold it", where) from None
 
@@ -87,67 +90,112 @@ def _nanos(line: dict, where: str) -> str | None:
 
 
 def export_records(run_dir: str | os.PathLike[str], *, aigp: bool = False) -> Iterator[dict]:
-    """The run's ``LogsData`` objects, one per result line (see the module docstring). The run is verified first
-    (OT-8); a refusal of any line refuses the whole export (OT-9). With ``aigp``, each record also carries the
-    line's AIGP grader as ``aigp.grader.type`` / ``aigp.grader.confidence`` (docs/mappings/aigp.md; off by default:
-    the page maps ``annotator.kind`` to nothing, and its checked examples are written without them)."""
-    from aefgate.converters.aigp import calibrated_models, grader_of, otel_attributes
+    """The run's ``LogsData`` objects, one per result line (see the module docstring). The run is verified while
+    they are made, in one pass (OT-8; :mod:`aefgate.formats.aef.onepass`), and kept in an unnamed temporary file
+    until the verdict: a refusal of the run or of any line (OT-9) comes from this call, before anything is
+    yielded. With ``aigp``, each record also carries the line's AIGP grader as ``aigp.grader.type`` /
+    ``aigp.grader.confidence`` (docs/mappings/aigp.md; off by default: the page maps ``annotator.kind`` to nothing,
+    and its checked examples are written without them)."""
+    import tempfile
 
-    root = Path(run_dir)
-    run = verified_run(root, "OT-8")
-    calibrated = calibrated_models(run)
-    service = ((run.get("subject") or {}).get("telemetry") or {}).get("serviceName")
-    content_on = run.get("contentCapture") != "off"
-    names = _summary_names(root)
-    resource = {"resource": {"attributes": [_s("service.name", service)]}} if service else {}
-    with progress_task("export results.ndjson", None, "lines") as bar:
-        for lineno, line in jsonio.iter_ndjson(root / "results.ndjson"):
-            bar.advance()
-            where = f"results.ndjson:{lineno}"
-            head: dict[str, Any] = {}
-            nanos = _nanos(line, where)
-            if nanos is not None:
-                head["timeUnixNano"] = nanos
-            head["eventName"] = EVENT
-            link = line.get("traceLink") or {}
-            if link.get("traceId"):
-                head["traceId"] = link["traceId"]
-                if link.get("spanId"):
-                    head["spanId"] = link["spanId"]
-            tail = [_s("gen_ai.evaluation.score.label", line["state"])]
-            if line["state"] == "error":
-                tail.append(_s("error.type", "_OTHER"))
-            expl = _explanation(root, line, content_on, where)
-            if expl is not None:
-                tail.append(_s("gen_ai.evaluation.explanation", expl))
-            tail.append(_s("test.case.name", line["caseId"]))
-            if aigp:
-                tail.extend(otel_attributes(grader_of(line, calibrated)))
-            records = []
-            scores = line.get("scores") or []
-            if scores:
-                for s in scores:
-                    attrs = [_s("gen_ai.evaluation.name", s["metric"]),
-                             {"key": "gen_ai.evaluation.score.value", "value": {"doubleValue": s["value"]}}]
-                    records.append({**head, "attributes": attrs + tail})
-            else:
-                name = names.get(line["path"])
-                if name is None:
-                    raise Refusal("OT-1", f"a line without scores at {line['path']!r}, and no summary entry names "
-                                          "its metric: the event has no name", where)
-                records.append({**head, "attributes": [_s("gen_ai.evaluation.name", name)] + tail})
-            yield {"resourceLogs": [{**resource, "scopeLogs": [{"scope": {"name": SCOPE}, "logRecords": records}]}]}
+    import msgspec
+
+    spool = tempfile.TemporaryFile(prefix="aefgate-otel-")
+    try:
+        _one_pass(Path(run_dir), spool, aigp)
+        spool.seek(0)
+    except BaseException:
+        spool.close()
+        raise
+
+    def records() -> Iterator[dict]:
+        decode = msgspec.json.Decoder().decode
+        with spool:
+            for raw in spool:
+                yield decode(raw)
+
+    return records()
+
+
+def _one_pass(root: Path, out, aigp: bool) -> None:
+    """Verify the run (OT-8) while its records are written to ``out`` (JSON lines)."""
+    from aefgate.converters.common import verified_pass
+
+    verified_pass(root, "OT-8", _OtelMapper(root, out, aigp))
+
+
+class _OtelMapper(LineMapper):
+    """Each result line's ``LogsData`` line (OT-1, OT-2, OT-3, OT-7, OT-9), made as the run is verified."""
+
+    rule = "OT-8"
+
+    def __init__(self, root: Path, out, aigp: bool) -> None:
+        super().__init__()
+        self.root, self.out, self.aigp = root, out, aigp
+
+    def begin(self, run: dict, summary: dict | None) -> None:
+        from aefgate.converters.aigp import calibrated_models
+
+        self.calibrated = calibrated_models(run)
+        service = ((run.get("subject") or {}).get("telemetry") or {}).get("serviceName")
+        self.content_on = run.get("contentCapture") != "off"
+        self.names = _summary_names(summary)
+        self.resource = {"resource": {"attributes": [_s("service.name", service)]}} if service else {}
+
+    def map(self, lines: list[tuple[int, dict]], base: int | None) -> bytes:
+        return b"".join([jsonio.dump_line(self.record(lineno, line)) for lineno, line in lines])
+
+    def put(self, payload: bytes) -> None:
+        self.out.write(payload)
+
+    def record(self, lineno: int, line: dict) -> dict:
+        from aefgate.converters.aigp import grader_of, otel_attributes
+
+        where = f"results.ndjson:{lineno}"
+        head: dict[str, Any] = {}
+        nanos = _nanos(line, where)
+        if nanos is not None:
+            head["timeUnixNano"] = nanos
+        head["eventName"] = EVENT
+        link = line.get("traceLink") or {}
+        if link.get("traceId"):
+            head["traceId"] = link["traceId"]
+            if link.get("spanId"):
+                head["spanId"] = link["spanId"]
+        tail = [_s("gen_ai.evaluation.score.label", line["state"])]
+        if line["state"] == "error":
+            tail.append(_s("error.type", "_OTHER"))
+        expl = _explanation(self.root, line, self.content_on, where)
+        if expl is not None:
+            tail.append(_s("gen_ai.evaluation.explanation", expl))
+        tail.append(_s("test.case.name", line["caseId"]))
+        if self.aigp:
+            tail.extend(otel_attributes(grader_of(line, self.calibrated)))
+        records = []
+        scores = line.get("scores") or []
+        if scores:
+            for s in scores:
+                attrs = [_s("gen_ai.evaluation.name", s["metric"]),
+                         {"key": "gen_ai.evaluation.score.value", "value": {"doubleValue": s["value"]}}]
+                records.append({**head, "attributes": attrs + tail})
+        else:
+            name = self.names.get(line["path"])
+            if name is None:
+                raise Refusal("OT-1", f"a line without scores at {line['path']!r}, and no summary entry names "
+                                      "its metric: the event has no name", where)
+            records.append({**head, "attributes": [_s("gen_ai.evaluation.name", name)] + tail})
+        return {"resourceLogs": [{**self.resource, "scopeLogs": [{"scope": {"name": SCOPE}, "logRecords": records}]}]}
 
 
 def to_otel(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], *, aigp: bool = False) -> Path:
     """The run's evaluation events as an OTLP/JSON logs file (one ``LogsData`` per line), written atomically:
     nothing appears at ``out_path`` unless every line was exported."""
-    from aefgate.fsutil import atomic_lines, check_file_destination, parents_for
+    from aefgate.fsutil import atomic_file, check_file_destination, parents_for
 
     out = Path(out_path)
     check_file_destination(out, (run_dir,))
-    with parents_for(out):
-        atomic_lines(out, (jsonio.dump_line(doc) for doc in export_records(run_dir, aigp=aigp)))
+    with parents_for(out), atomic_file(out) as f:
+        _one_pass(Path(run_dir), f, aigp)
     return out
 
 

@@ -22,7 +22,7 @@ import msgspec
 
 from aefgate._version import PRODUCER_NAME, __version__
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.formats.aef import jsonio, runfs
 from aefgate.formats.aef.resultid import result_id
 from aefgate.formats.aef.spill import SpillIndex
 from aefgate.formats.aef.times import now, parse_time
@@ -198,7 +198,7 @@ class _Node:
 # creates each file exclusively; at the end of its input, exits 0. On an error it prints it and exits 1.
 _WRITER_CHILD = r"""
 import os, struct, sys
-src = sys.stdin.buffer
+src = open(0, "rb", buffering=1 << 20, closefd=False)  # one read takes what the pipe holds
 flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
 def read(n):
     b = src.read(n)
@@ -233,26 +233,48 @@ class _BlobWriter:
     VM, ~120-220 us of kernel time each) runs on another core beside the conversion, not after each blob.
 
     The child is a bare interpreter (``python -S -c``) reading framed blobs from a pipe: the pipe is the bound on
-    what waits (a full pipe blocks :meth:`put`). :meth:`close` ends the stream and waits: every blob is on disk when
-    it returns, or the child's error is raised as the OSError it was."""
+    what waits (a full pipe blocks :meth:`put`). Each blob goes into the pipe as it comes (no buffer in this
+    process), and the pipe holds 1 MiB where the system allows it (Linux: ``F_SETPIPE_SZ``; else its default): so
+    :meth:`put` waits only when the child is a whole pipe behind, never while it creates the files of a buffer
+    just handed over (with a 1 MiB buffer in front of a 64 KiB pipe, each flush waited for the child to create
+    nearly all of its files: measured on 30,000 blobs, 10.8 s against 7.6 s for the same work).
+    :meth:`close` ends the stream and waits: every blob is on disk when it returns, or the child's error is raised
+    as the OSError it was."""
+
+    _PIPE = 1 << 20
 
     def __init__(self) -> None:
         import subprocess
         import sys
 
         self._proc = subprocess.Popen(
-            [sys.executable, "-S", "-c", _WRITER_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            bufsize=1 << 20,
+            [sys.executable, "-S", "-c", _WRITER_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
         )
+        assert self._proc.stdin is not None
+        self._fd = self._proc.stdin.fileno()
+        try:
+            import fcntl
+
+            fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, self._PIPE)
+        except (ImportError, AttributeError, OSError):
+            pass  # the system's pipe size (no fcntl, or beyond this user's pipe limit)
 
     def put(self, path: str, data: bytes) -> None:
         raw = path.encode("utf-8", "surrogateescape")
-        assert self._proc.stdin is not None
+        head = struct.pack("<I", len(raw)) + raw + struct.pack("<Q", len(data))
         try:
-            self._proc.stdin.write(struct.pack("<I", len(raw)) + raw + struct.pack("<Q", len(data)))
-            self._proc.stdin.write(data)
+            if len(data) < self._PIPE:
+                self._write(head + data)
+            else:  # (a large blob is not copied)
+                self._write(head)
+                self._write(data)
         except BrokenPipeError:
             self._fail()
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
 
     def close(self, *, raise_error: bool = True) -> None:
         assert self._proc.stdin is not None
@@ -277,6 +299,37 @@ class _BlobWriter:
         if errno_text.isdigit():
             raise exc(int(errno_text), f"writing a blob: {message}")
         raise exc(f"writing a blob: {report or 'the blob writer stopped with status ' + str(self._proc.returncode)}")
+
+
+class _Hashed:
+    """A file the builder streams into (results.ndjson, evidence.ndjson, the OTLP files), hashing the bytes as it
+    writes them: their digest and size go to the builder's list of the files it wrote (runfs.Written)."""
+
+    __slots__ = ("f", "rel", "h", "size")
+
+    def __init__(self, f: BinaryIO, rel: str):
+        self.f = f
+        self.rel = rel
+        self.h = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        self.f.write(data)
+        self.h.update(data)
+        self.size += len(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def close(self) -> None:
+        self.f.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.f.closed
+
+
+_plain_decoder = msgspec.json.Decoder()  # lines the builder wrote itself, read back for the summary
 
 
 def _write_new(path: str, data: bytes) -> None:
@@ -417,7 +470,10 @@ class RunBuilder:
       as given; no request writes a summary with no lanes), writes ``run.json``, ``metrics.json``, ``summary.json``,
       validates each against the writer schemas, and renames the folder into place. With ``seal`` (``True`` or
       ``"producer"``/``"ingest"``, or ``sealed_by=``) the run is sealed ([SEAL-5]) before the rename, so a seal
-      that is refused leaves nothing behind either. With ``signing_key`` (a
+      that is refused leaves nothing behind either. The seal's verification runs every check of §3.9 on what was
+      written, but takes the builder's list of the files it wrote and the SHA-256 it computed of each as it wrote
+      it (a blob is hashed once, when added): the folder is only listed (names, types, sizes), and no blob or
+      ``ext/`` file is read back (``runfs.Written``, ``seal_run(written=)``). With ``signing_key`` (a
       :class:`~aefgate.formats.aef.signatures.SigningKey`) the seal is also signed: ``attestation.dsse.json``
       ([SIG-1]). ``abort(reason, **kw)`` is ``finish(status="aborted", ...)``. ``finish_running()`` writes the run
       as still ``running`` instead (no ``endedAt``, no ``summary.json``, never sealed; trial lines may lack their
@@ -487,9 +543,12 @@ class RunBuilder:
         self._tmp: Path | None = None
         self._cm: Any = None
         self._state = "new"  # new -> open -> finished | discarded
-        self._results: BinaryIO | None = None
-        self._evidence: BinaryIO | None = None
-        self._otlp: dict[str, BinaryIO] = {}
+        self._results: _Hashed | None = None
+        self._evidence: _Hashed | None = None
+        self._otlp: dict[str, _Hashed] = {}
+        # every file written, with the SHA-256 and size of the bytes written (blobs: their digest, which names them):
+        # the seal's verification takes this list instead of walking the folder and reading the blobs back
+        self._written = runfs.Written()
         # the builder's memory does not grow with the run: what it must remember of every line, blob and evidence
         # record to refuse a duplicate is in SpillIndexes (on disk past a few thousand keys)
         self._ids = SpillIndex()  # 16-byte digests of the resultIds written
@@ -682,7 +741,7 @@ class RunBuilder:
         self._cm = cm
         self._state = "open"
         try:
-            self._results = open(self._tmp / "results.ndjson", "xb")
+            self._results = _Hashed(open(self._tmp / "results.ndjson", "xb"), "results.ndjson")
             self._files += 1
         except BaseException as e:
             self._teardown(type(e), e, e.__traceback__)
@@ -700,6 +759,7 @@ class RunBuilder:
         for f in [self._results, self._evidence, *self._otlp.values()]:
             if f is not None and not f.closed:
                 f.close()
+                self._written.add(f.rel, f.h.hexdigest(), f.size)
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
@@ -709,6 +769,7 @@ class RunBuilder:
         for idx in (self._ids, self._blobs, self._evidence_given):
             if idx is not None:
                 idx.close()
+        self._written.files.close()  # the list of blobs written (a temporary file past a few thousand)
 
     def _teardown(self, exc_type, exc, tb, *, discard: bool = False) -> None:
         """Close the files and remove the temporary folder (the run is not written)."""
@@ -753,6 +814,11 @@ class RunBuilder:
 
     def add_blob(self, data: bytes | str, *, kind: str | None = None) -> str:
         """Store a blob ([EVD-3]) and return its digest ``sha256:<hex>``; identical bytes are stored once."""
+        return self._add_blob(data, kind, None)
+
+    def _add_blob(self, data: bytes | str, kind: str | None, digest: bytes | None) -> str:
+        """:meth:`add_blob`; ``digest``: the SHA-256 of ``data`` the builder itself just computed (never a
+        caller's), so the bytes are hashed once."""
         tmp = self._check_open()
         self._check_content_kind(kind, "blobs")
         if isinstance(data, str):
@@ -762,7 +828,8 @@ class RunBuilder:
         data = bytes(data)
         if len(data) > jsonio.MAX_BLOB:
             raise Refusal("ENC-17", f"a blob is at most {jsonio.MAX_BLOB} bytes", "blobs")
-        digest = hashlib.sha256(data).digest()
+        if digest is None:
+            digest = hashlib.sha256(data).digest()
         hexd = digest.hex()
         if digest not in self._blobs:
             rel = f"blobs/sha256/{hexd[:2]}/{hexd}"
@@ -775,6 +842,7 @@ class RunBuilder:
             else:
                 _write_new(os.path.join(tmp, rel), data)
             self._blobs.add(digest, len(data))
+            self._written.add_blob(digest, len(data))
         return "sha256:" + hexd
 
     def _blob_dir(self, tmp: Path, prefix: str) -> None:
@@ -810,6 +878,7 @@ class RunBuilder:
                 self._blob_dir(tmp, hexd[:2])
                 os.rename(incoming, target)
                 self._blobs.add(h.digest(), size)
+                self._written.add_blob(h.digest(), size)
         finally:
             if incoming.exists():
                 incoming.unlink()
@@ -840,9 +909,11 @@ class RunBuilder:
         eid = evidence_id if evidence_id is not None else self._fresh_evidence_id()
         record: dict[str, Any] = {"schemaVersion": SCHEMA_VERSION, "evidenceId": eid, "kind": kind}
         data: bytes | None = None
+        raw: bytes | None = None
         if content is not None:
             data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
-            blob = "sha256:" + hashlib.sha256(data).hexdigest()
+            raw = hashlib.sha256(data).digest()
+            blob = "sha256:" + raw.hex()
         if blob is not None:
             if digest is not None and digest != blob:
                 raise Refusal("EVD-2", "a blob link's digest is the blob's SHA-256", "evidence.ndjson")
@@ -864,7 +935,7 @@ class RunBuilder:
             record["description"] = description
         if ext is not None:
             record["ext"] = _plain(ext)
-        return self._write_evidence(record, data)
+        return self._write_evidence(record, data, raw)
 
     def _fresh_evidence_id(self) -> str:
         k = self._next_evidence
@@ -889,7 +960,7 @@ class RunBuilder:
         self._check_open()
         return self._write_evidence(_plain(record), None)
 
-    def _write_evidence(self, rec: Any, content: bytes | None) -> str:
+    def _write_evidence(self, rec: Any, content: bytes | None, digest: bytes | None = None) -> str:
         if not isinstance(rec, dict):
             raise Refusal("VER-2", "an evidence record is an object", "evidence.ndjson")
         if "schemaVersion" not in rec:
@@ -910,10 +981,10 @@ class RunBuilder:
         if self._evidence_lines >= jsonio.MAX_LINES:
             raise Refusal("ENC-17", f"more than {jsonio.MAX_LINES} lines", "evidence.ndjson")
         if content is not None:
-            self.add_blob(content, kind=rec.get("kind"))
+            self._add_blob(content, rec.get("kind"), digest)
         if self._evidence is None:
             self._count_file("evidence.ndjson")
-            self._evidence = open(self._check_open() / "evidence.ndjson", "xb")
+            self._evidence = _Hashed(open(self._check_open() / "evidence.ndjson", "xb"), "evidence.ndjson")
         self._evidence.write(data)
         self._evidence_lines += 1
         m = _MADE_EVIDENCE_ID.fullmatch(eid)
@@ -977,7 +1048,7 @@ class RunBuilder:
         f = self._otlp.get(signal)
         if f is None:
             self._count_file(name)
-            f = self._otlp[signal] = open(tmp / name, "xb")
+            f = self._otlp[signal] = _Hashed(open(tmp / name, "xb"), name)
         f.write(data_bytes)
         for t, s in spans:
             self._spans.add((t, s))
@@ -1024,6 +1095,7 @@ class RunBuilder:
         p.parent.mkdir(parents=True, exist_ok=True)
         with open(p, "xb") as f:
             f.write(data)
+        self._written.add(rel, hashlib.sha256(data).hexdigest(), len(data))
         self._ext_files.append(rel)
 
     # -- cases ---------------------------------------------------------------------------------------------------------
@@ -1042,7 +1114,7 @@ class RunBuilder:
         if not isinstance(case_id, str) or not case_id:
             raise Refusal("VER-2", "a caseId is a non-empty string", "results.ndjson")
         seen: set[tuple[str, int | None]] = set()
-        blobs: list[tuple[bytes, str]] = []  # reasoning given as bytes: stored once the case is accepted
+        blobs: list[tuple[bytes, str, bytes]] = []  # reasoning given as bytes: stored once the case is accepted
         roots = self._tree(case_id, node, None, seen, blobs)
         lines: list[_Node] = []
         if trials is None:
@@ -1068,7 +1140,7 @@ class RunBuilder:
         if isinstance(trial, bool) or not isinstance(trial, int) or trial < 0:
             raise Refusal("RES-8", f"a trial is a 0-based integer, not {trial!r}", _where(case_id, None, None))
         seen: set[tuple[str, int | None]] = set()
-        blobs: list[tuple[bytes, str]] = []
+        blobs: list[tuple[bytes, str, bytes]] = []
         top = self._tree(case_id, node, trial, seen, blobs)
         lines = list(self._walk(top))
         updates: dict[tuple[str, str], list[Any]] = {}
@@ -1108,7 +1180,7 @@ class RunBuilder:
         if not isinstance(case_id, str) or not case_id:
             raise Refusal("VER-2", "a caseId is a non-empty string", "results.ndjson")
         seen: set[tuple[str, int | None]] = set()
-        blobs: list[tuple[bytes, str]] = []
+        blobs: list[tuple[bytes, str, bytes]] = []
         top = self._tree(case_id, node, None, seen, blobs)
         agg = aggregation if aggregation is not None else self._trial_aggregation
         if agg is None:
@@ -1158,7 +1230,7 @@ class RunBuilder:
         r.line = dict(items)
 
     def _commit(
-        self, case_id: str, lines: list[_Node], blobs: list[tuple[bytes, str]]
+        self, case_id: str, lines: list[_Node], blobs: list[tuple[bytes, str, bytes]]
     ) -> dict[tuple[str, int | None], str]:
         """Check the ids and the lines of a case's tree(s) and write them (nothing is written when one is refused)."""
         # ids: unique within the case (seen) and across the run (16-byte digests)
@@ -1176,7 +1248,7 @@ class RunBuilder:
             raise Refusal("ENC-17", f"results.ndjson holds at most {jsonio.MAX_LINES} lines", "results.ndjson")
 
         # reasoning given as bytes: digests are known before the blobs are stored
-        for data, blob_where in blobs:
+        for data, blob_where, _ in blobs:
             self._check_content_kind("reasoning", blob_where)
             if len(data) > jsonio.MAX_BLOB:
                 raise Refusal("ENC-17", f"a blob is at most {jsonio.MAX_BLOB} bytes", blob_where)
@@ -1191,8 +1263,8 @@ class RunBuilder:
             encoded.append(_encode(n.line, where, line=True))
 
         # accepted: write
-        for data, _ in blobs:
-            self.add_blob(data, kind="reasoning")
+        for data, _, raw in blobs:
+            self._add_blob(data, "reasoning", raw)
         assert self._results is not None
         for data in encoded:
             self._results.write(data)
@@ -1211,7 +1283,7 @@ class RunBuilder:
         root: Mapping[str, Any],
         trial: int | None,
         seen: set[tuple[str, int | None]],
-        blobs: list[tuple[bytes, str]],
+        blobs: list[tuple[bytes, str, bytes]],
     ) -> _Node:
         """Check one tree and build its lines (ids, parents, aggregation counts); nothing is written."""
         top = self._node(case_id, root, trial, None, seen)
@@ -1289,7 +1361,7 @@ class RunBuilder:
             raise Refusal("RES-4", f"no resultId: {e}", where) from None
         return n
 
-    def _line(self, case_id: str, n: _Node, blobs: list[tuple[bytes, str]]) -> None:
+    def _line(self, case_id: str, n: _Node, blobs: list[tuple[bytes, str, bytes]]) -> None:
         src = n.src
         where = _where(case_id, n.path, n.trial)
         line: dict[str, Any] = {"schemaVersion": SCHEMA_VERSION, "resultId": n.rid}
@@ -1304,8 +1376,9 @@ class RunBuilder:
                 continue
             if key == "reasoning" and isinstance(value, (bytes, bytearray, str)):
                 data = value.encode("utf-8") if isinstance(value, str) else bytes(value)
-                blobs.append((data, where))
-                line["reasoning"] = {"blob": "sha256:" + hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+                raw = hashlib.sha256(data).digest()
+                blobs.append((data, where, raw))
+                line["reasoning"] = {"blob": "sha256:" + raw.hex(), "bytes": len(data)}
                 continue
             line[key] = _plain(value)
         if n.children or "aggregation" in src:
@@ -1418,7 +1491,7 @@ class RunBuilder:
         aggregation: str | None,
         k: int | None,
         seen: set[tuple[str, int | None]],
-        blobs: list[tuple[bytes, str]],
+        blobs: list[tuple[bytes, str, bytes]],
     ) -> list[_Node]:
         """A case run in trials ([RES-8]): the rollup tree, and one tree per trial at the same paths."""
         where = _where(case_id, rollup.path, None)
@@ -1556,7 +1629,8 @@ class RunBuilder:
                 if (t, s) not in self._spans:
                     raise Refusal("RUN-14", "the evidence links a span traces.otlp.jsonl does not have", where)
         if self._gates:
-            with open(tmp / "gates.ndjson", "xb") as f:
+            with open(tmp / "gates.ndjson", "xb") as raw_gates:
+                f = _Hashed(raw_gates, "gates.ndjson")
                 for i, g in enumerate(self._gates, 1):
                     named = list((g.get("inputs") or {}).get("results") or []) + list(g.get("decisive") or [])
                     for rid in named:
@@ -1564,6 +1638,7 @@ class RunBuilder:
                             raise Refusal("GATE-1", f"the decision names {rid}, which is no line of the run",
                                           f"gates.ndjson:{i}")
                     f.write(_encode(g, f"gates.ndjson:{i}", line=True))
+            self._written.add(f.rel, f.h.hexdigest(), f.size)
 
         # results: the rules across files, and the summary, in one pass over the written lines
         request = _plain(summary) if summary is not None else {"lanes": []}
@@ -1575,20 +1650,19 @@ class RunBuilder:
             for case_id, path in self._trial_paths:
                 raise Refusal("RES-8", "trial lines without a rollup in a closed run", _where(case_id, path, None))
 
-        with open(tmp / "metrics.json", "xb") as f:
-            f.write(_encode(metrics_doc, "metrics.json", line=False))
+        self._write_doc(tmp, "metrics.json", _encode(metrics_doc, "metrics.json", line=False))
         if not running:
-            with open(tmp / "summary.json", "xb") as f:
-                f.write(_encode(summary_doc, "summary.json", line=False))
-        with open(tmp / "run.json", "xb") as f:
-            f.write(_encode(run_doc, "run.json", line=False))
+            self._write_doc(tmp, "summary.json", _encode(summary_doc, "summary.json", line=False))
+        self._write_doc(tmp, "run.json", _encode(run_doc, "run.json", line=False))
 
         run_hash = None
         if seal or sealed_by is not None or signing_key is not None:
             by = sealed_by if sealed_by is not None else (seal if isinstance(seal, str) else "producer")
             from aefgate.formats.aef.sealer import seal_run
 
-            run_hash = seal_run(tmp, sealed_by=by, sealed_at=sealed_at)
+            # the verification before the seal takes the builder's list of the files it wrote and their digests:
+            # the folder is only listed, the blobs are not read again; it still reads and checks every file it parses
+            run_hash = seal_run(tmp, sealed_by=by, sealed_at=sealed_at, written=self._written)
             if signing_key is not None:
                 # [SIG-1]: attestation.dsse.json, a DSSE envelope over the bytes of seal.json
                 from aefgate.formats.aef.signatures import ATTESTATION, payload_type_for, sign
@@ -1602,6 +1676,12 @@ class RunBuilder:
         self._close_indexes()
         return BuiltRun(self.out_dir, self._lines, run_hash)
 
+    def _write_doc(self, tmp: Path, name: str, data: bytes) -> None:
+        """Create ``name`` holding ``data``, and list it with its digest (runfs.Written)."""
+        with open(tmp / name, "xb") as f:
+            f.write(data)
+        self._written.add(name, hashlib.sha256(data).hexdigest(), len(data))
+
     def _summary(self, run_id: str, metrics_doc: dict, request: dict, results_path: Path) -> dict[str, Any]:
         from aefgate.formats.aef.summary import compute_summary
 
@@ -1609,8 +1689,34 @@ class RunBuilder:
         blobs = self._blobs
         made = self._next_evidence  # E-1 .. E-(made - 1) are evidence ids of the run
 
+        def read():
+            # the builder's own lines (each encoded from a dict, within [ENC-17]'s depth): decoded as they are,
+            # without jsonio.loads' certificates for bytes from elsewhere (a member twice cannot be there), unless
+            # the line has digits enough for a number beyond binary64 or does not decode: then read strictly
+            decode = _plain_decoder.decode
+            with open(results_path, "rb") as f:
+                for lineno, raw in jsonio.iter_lines(f):
+                    if raw is not None and len(raw) - len(raw.translate(None, b"0123456789")) < 309:
+                        try:
+                            line = decode(raw)
+                        except msgspec.DecodeError:
+                            pass
+                        else:
+                            if type(line) is dict:
+                                yield lineno, line
+                                continue
+                    if raw is None:
+                        e = jsonio.JsonProblem("limit", f"line {lineno} is over {jsonio.MAX_DOC} bytes", "ENC-17")
+                        e.lineno = lineno  # type: ignore[attr-defined]
+                        raise e
+                    try:
+                        yield lineno, jsonio.loads(raw)
+                    except jsonio.JsonProblem as e:
+                        e.lineno = lineno  # type: ignore[attr-defined]
+                        raise
+
         def lines():
-            for lineno, line in jsonio.iter_ndjson(results_path):
+            for lineno, line in read():
                 where = f"results.ndjson:{lineno}"
                 for eid in line.get("evidence") or ():
                     if type(eid) is str and eid[:2] == "E-" and eid[2:].isdigit() and len(eid) < 21 and \

@@ -170,6 +170,38 @@ def loads(buf: bytes, *, max_size: int = MAX_DOC, top_object: bool = True) -> An
     return value
 
 
+_lines_decoder = msgspec.json.Decoder()
+_DIGIT_RUNS = bytes(48 if 48 <= i <= 57 else 120 for i in range(256))  # digits -> "0", every other byte -> "x"
+_DIGITS_309 = b"0" * 309  # a number of 309 digits or more: maybe beyond binary64 ([ENC-3])
+
+
+def loads_lines(data: bytes, count: int) -> list | None:
+    """:func:`loads` of every line of ``data`` (``count`` whole lines, each ended by LF, none over ``MAX_DOC``) in
+    two msgspec calls, when every line takes the fast path: the lines decode, each is an object, re-encoding them
+    gives ``data`` back exactly (so no member was dropped: no duplicate, [ENC-2]), no line nests deeper than
+    ``MAX_DEPTH`` and ``data`` holds no run of 309 digits ([ENC-3]). None otherwise: then read each line with
+    :func:`loads`, which says which line fails and why. The same values :func:`loads` gives, line by line."""
+    try:
+        docs = _lines_decoder.decode_lines(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if len(docs) != count or _encoder.encode_lines(docs) != data:
+        return None
+    if data[:3] == BOM or data.translate(_DIGIT_RUNS).find(_DIGITS_309) >= 0:
+        return None
+    for d in docs:
+        if type(d) is not dict:
+            return None
+    if data.count(b"{") + data.count(b"[") > MAX_DEPTH:  # some line may nest deep: check each
+        start = 0
+        for d in docs:
+            end = data.index(b"\n", start)
+            if data.count(b"{", start, end) + data.count(b"[", start, end) > MAX_DEPTH and _depth(d) > MAX_DEPTH:
+                return None
+            start = end + 1
+    return docs
+
+
 def read_json(path: str | Path, *, max_size: int = MAX_DOC, top_object: bool = True) -> Any:
     """Read a JSON file strictly. Raises :class:`JsonProblem` (a file over ``max_size`` is not read)."""
     p = Path(path)

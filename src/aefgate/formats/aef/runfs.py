@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import heapq
+import itertools
 import os
 import re
 import stat
@@ -65,6 +66,7 @@ def is_sealed_path(path: str) -> bool:
 
 _BLOB_DIR = "blobs/sha256/"
 _BLOB_LEN = len(_BLOB_DIR) + 3 + 64
+_PREFIX = re.compile(r"[0-9a-f]{2}")
 
 
 def canonical_blob(path: str) -> bytes | None:
@@ -128,6 +130,17 @@ class Files:
         if raw is None:
             self.other[path] = size
             return
+        self._add_blob(raw, size)
+
+    def add_blob(self, raw: bytes, size: int) -> None:
+        """:meth:`add` of the blob at its canonical path named by the 32 bytes ``raw`` (its path is not parsed)."""
+        if self._frozen:
+            raise RuntimeError("a frozen table of files takes no more files")
+        if len(raw) != 32:
+            raise ValueError("a blob's name is 32 bytes")
+        self._add_blob(raw, size)
+
+    def _add_blob(self, raw: bytes, size: int) -> None:
         rec = raw + size.to_bytes(8, "little")
         self.n += 1
         mem = self._mem
@@ -265,6 +278,11 @@ class Files:
         return -1 if raw is None else self.find(raw)
 
     def find(self, raw: bytes) -> int:
+        found = self._locate(raw)
+        return -1 if found is None else found[0]
+
+    def _locate(self, raw: bytes) -> tuple[int, bytes] | None:
+        """``(index, record)`` of the packed blob named ``raw``, or None (on disk: one read)."""
         mem = self._mem
         if mem is not None:
             lo, hi = 0, self.n
@@ -276,12 +294,12 @@ class Files:
                 elif k > raw:
                     hi = mid
                 else:
-                    return mid
-            return -1
+                    return mid, bytes(mem[_REC * mid : _REC * mid + _REC])
+            return None
         # the last block whose first name is <= raw, then a binary search in that block
         j = bisect.bisect_right(self._index, raw)
         if j == 0:
-            return -1
+            return None
         first = (j - 1) * _BLOCK
         m = min(_BLOCK, self.n - first)
         block = os.pread(self._fd, _REC * m, _REC * first)
@@ -294,8 +312,18 @@ class Files:
             elif k > raw:
                 hi = mid
             else:
-                return first + mid
-        return -1
+                return first + mid, block[_REC * mid : _REC * mid + _REC]
+        return None
+
+    def _blob_record(self, path: str) -> bytes | None:
+        """The record of the canonical blob at ``path``, or None."""
+        if not self.n:
+            return None
+        raw = canonical_blob(path)
+        if raw is None:
+            return None
+        found = self._locate(raw)
+        return None if found is None else found[1]
 
     def blob_path(self, i: int) -> str:
         return _blob_name(self._rec(i)[:32])
@@ -318,8 +346,8 @@ class Files:
         v = self.other.get(path)
         if v is not None:
             return v
-        i = self.blob_index(path)
-        return default if i < 0 else int.from_bytes(self._rec(i)[32:40], "little")
+        rec = self._blob_record(path)
+        return default if rec is None else int.from_bytes(rec[32:40], "little")
 
     def __contains__(self, path) -> bool:
         return path in self.other or (type(path) is str and self.blob_index(path) >= 0)
@@ -358,16 +386,39 @@ class Files:
         d = self.other_digests.get(path)
         if d is not None:
             return d
-        i = self.blob_index(path)
-        if i < 0:
-            return None
-        rec = self._rec(i)
-        if not rec[_HAS]:
+        rec = self._blob_record(path)
+        if rec is None or not rec[_HAS]:
             return None
         return rec[_DIG:_HAS].hex(), int.from_bytes(rec[32:40], "little")
 
     def has_digest(self, path: str) -> bool:
         return self.digest(path) is not None
+
+    def blob_digests(self) -> Iterator[tuple[int, str, int, str | None]]:
+        """``(index, path, size, sha256 hex or None)`` of every packed blob, in order."""
+        for i, rec in self._records():
+            yield i, _blob_name(rec[:32]), int.from_bytes(rec[32:40], "little"), (
+                rec[_DIG:_HAS].hex() if rec[_HAS] else None
+            )
+
+    def name_digests(self) -> None:
+        """Set every packed blob's digest to its name: the blobs a writer created, each at the path its digest of
+        the bytes it wrote names (:class:`Written`). Done a chunk of records at a time."""
+        if not self._frozen:
+            raise RuntimeError("freeze the table first")
+        n = self.n
+        step = 1024
+        for k in range(0, n, step):
+            m = min(step, n - k)
+            mem = self._mem
+            buf = mem if mem is not None else bytearray(os.pread(self._fd, _REC * m, _REC * k))
+            base = _REC * k if mem is not None else 0
+            for i in range(m):
+                o = base + _REC * i
+                buf[o + _DIG : o + _HAS] = buf[o : o + 32]
+                buf[o + _HAS] = 1
+            if mem is None:
+                os.pwrite(self._fd, buf, _REC * k)
 
     def unhashed(self) -> Iterator[tuple[int, str]]:
         """``(index, path)`` of the packed blobs without a digest, in order."""
@@ -481,6 +532,120 @@ def scan(run_dir: str | Path, *, max_files: int = MAX_FILES) -> Scan:
         else:
             (out.overlay_special if in_overlays else out.special).append(relpath)
     out.files.freeze()
+    return out
+
+
+class Written:
+    """The files a run writer created in its own private folder, each with the SHA-256 and size of the bytes it
+    wrote: the :class:`~aefgate.formats.aef.builder.RunBuilder`'s list, which a verification before sealing takes
+    (``verify_run(..., written=)``, ``seal_run(..., written=)``) instead of reading back the files it does not
+    parse (the blobs, above all): the folder is only listed, to find that it holds exactly the files written, each
+    of the size written (else it is scanned and read as usual). The verification still reads and checks every file
+    it parses (run.json, metrics.json, summary.json and every NDJSON file, hashed as read).
+
+    A blob is added by its digest (:meth:`add_blob`): the writer names each blob by the digest it computed of the
+    bytes it wrote, so its path is ``blobs/sha256/<ab>/<hex>`` of that digest and its digest is its name. Blobs are
+    kept in a :class:`Files` table (memory bounded as a scan's: on disk past ``AEFGATE_SPILL_FILES``); the other
+    files (a few) in a dict. Used once: :meth:`scan` freezes the table."""
+
+    __slots__ = ("files", "digests")
+
+    def __init__(self) -> None:
+        self.files = Files()
+        self.digests: dict[str, tuple[str, int]] = {}  # path -> (sha256 hex, size) of the files other than blobs
+
+    def add(self, path: str, hexd: str, size: int) -> None:
+        """A file the writer created (not a blob), with the SHA-256 (hex) and size of the bytes it wrote."""
+        self.digests[path] = (hexd, size)
+
+    def add_blob(self, raw: bytes, size: int) -> None:
+        """A blob the writer created at its canonical path, named by ``raw``, the 32-byte SHA-256 of its bytes."""
+        self.files.add_blob(raw, size)
+
+    def __len__(self) -> int:
+        return len(self.digests) + self.files.n
+
+    def scan(self, run_dir: str | Path, *, max_files: int = MAX_FILES) -> Scan | None:
+        """The :class:`Scan` of ``run_dir`` as written, every file's digest set (a blob's: its name). The folder is
+        listed (names, entry types and sizes; no file is read): None when it holds anything else than the files
+        written (a file more or less, one whose size changed, a link, a folder where a file was, a name that is not
+        UTF-8): then it is to be scanned and read as usual, and its problems found as they are in any folder."""
+        files = self.files
+        if len(self) > max_files:
+            return None
+        for p, (_, size) in self.digests.items():
+            if p == OVERLAYS or p.startswith("overlays/"):
+                return None  # (a run writer writes no overlay)
+            files.add(p, size)
+        files.freeze()
+        if not self._listed(os.fspath(run_dir)):
+            return None
+        files.name_digests()
+        for p, (hexd, size) in self.digests.items():
+            files.set_digest(p, hexd, size)
+        return Scan(files=files)
+
+    def _listed(self, root: str) -> bool:
+        """Whether the regular files below ``root`` are exactly the files written, each of the size written: the
+        packed blobs compared a ``blobs/sha256/<xx>/`` folder at a time with the table (both in name order), the
+        other files one by one."""
+        files = self.files
+        others = dict(files.other)
+        prefixes: list[str] = []
+        stack = [("", root)]
+        while stack:
+            rel, absdir = stack.pop()
+            try:
+                it = os.scandir(absdir)
+            except OSError:
+                return False
+            with it:
+                for entry in it:
+                    name = entry.name
+                    if not name.isascii():
+                        try:
+                            name.encode("utf-8")
+                        except UnicodeEncodeError:
+                            return False
+                    relpath = rel + name
+                    if entry.is_dir(follow_symlinks=False):
+                        if rel == _BLOB_DIR and _PREFIX.fullmatch(name):
+                            prefixes.append(name)
+                        else:
+                            stack.append((relpath + "/", entry.path))
+                    elif not entry.is_file(follow_symlinks=False) or relpath not in others:
+                        return False
+                    elif others.pop(relpath) != entry.stat(follow_symlinks=False).st_size:
+                        return False
+        if others:
+            return False
+        # the blobs: a blobs/sha256/<xx>/ folder at a time against the table's names with that prefix (in order)
+        prefixes.sort()
+        base = os.path.join(root, "blobs", "sha256")
+        k = 0
+        for prefix, group in itertools.groupby(files.blob_items(), key=lambda e: e[1][13:15]):
+            if k >= len(prefixes) or prefixes[k] != prefix:
+                return False
+            k += 1
+            listed = _regular_files(os.path.join(base, prefix))
+            if listed is None or listed != [(p[16:], size) for _, p, size in group]:
+                return False
+        return k == len(prefixes)
+
+
+def _regular_files(folder: str) -> list[tuple[str, int]] | None:
+    """``(name, size)`` of the entries of ``folder`` in name order, or None when one is not a regular file with an
+    ASCII name (or the folder cannot be listed)."""
+    try:
+        with os.scandir(folder) as it:
+            out = []
+            for entry in it:
+                if not entry.name.isascii() or not entry.is_file(follow_symlinks=False):
+                    return None
+                out.append((entry.name, entry.stat(follow_symlinks=False).st_size))
+    except OSError:
+        return None
+    out.sort()
     return out
 
 

@@ -45,6 +45,11 @@ class Manifest:
         return src.sealed_entries() if isinstance(src, runfs.Files) else src
 
     @property
+    def files(self) -> runfs.Files | None:
+        """The table of files the manifest is built over (every file seen, hashed or not), or None (a list)."""
+        return self._src if isinstance(self._src, runfs.Files) else None
+
+    @property
     def text(self) -> str:
         return "".join(f"{h}  {size}  {path}\n" for path, h, size in self.entries)
 
@@ -99,7 +104,15 @@ def _times_equal(a: Any, b: Any) -> bool:
 
 def predicate_differs(pred: dict, run: dict) -> bool:
     """[SEAL-6] ``predicate``: the predicate differs from run.json about producer, subject, deployment, suite,
-    judges or closedAt (an absent deployment/suite equals null, absent judges equal [])."""
+    judges or closedAt (an absent deployment/suite equals null, absent judges equal []).
+
+    ``run`` is run.json as read, valid against its schema or not (the verifier compares a run.json that reads but
+    fails its schema too): any shape is compared without failing. The predicate holds these fields "as run.json
+    gives them" ([SEAL-5]), so a field of run.json that does not give them is a difference: one absent (producer,
+    subject, endedAt) or of another type (an object that is not one, a judge that is not an object, judges that
+    are not an array) differs from the predicate's, which its schema requires. Only what [SEAL-5] makes equal to
+    the field's absence is not: a deployment or suite that is absent or null against a null one, judges absent or
+    null against []. Values compare as JSON values (``1`` is not ``"1"``), times as times ([ENC-8])."""
     try:
         prod = run.get("producer") or {}
         if pred["producer"].get("name") != prod.get("name") or pred["producer"].get("version") != prod.get("version"):
@@ -118,7 +131,11 @@ def predicate_differs(pred: dict, run: dict) -> bool:
             for k in ("ref", "version", "digest"):
                 if suite.get(k) != psuite.get(k):
                     return True
-        judges = run.get("judges") or []
+        judges = run.get("judges")
+        if judges is None:
+            judges = []
+        elif type(judges) is not list:  # ill-typed ({}, "", 0, false): not the [] of no judges
+            return True
         pj = pred.get("judges") or []
         if len(judges) != len(pj):
             return True

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio, runfs
@@ -131,12 +131,23 @@ class NotVerified(Refusal):
         return Refusal(rule, f"{what} does not verify: {code} at {where}", where, exit_code=EXIT_INTEGRITY)
 
 
-def seal_run(run_dir: str | Path, *, sealed_by: str = "producer", sealed_at: str | None = None) -> str:
+def seal_run(
+    run_dir: str | Path,
+    *,
+    sealed_by: str = "producer",
+    sealed_at: str | None = None,
+    written: runfs.Written | None = None,
+) -> str:
     """Seal a closed run: write ``seal.json`` ([SEAL-5]) and return the run hash.
 
     Refused (exit 2, nothing written): an unknown ``sealed_by``; a folder that is not a run; a run already sealed;
     an open run; ``sealed_at`` before the run's ``endedAt``; a run that does not verify (every problem of §3.9 —
     an ``ingest`` seal in particular only over a run valid against the reader schemas, [SEAL-1]).
+
+    ``written``: only for the writer of ``run_dir`` sealing its own private folder (the RunBuilder): the files it
+    created with the digests of the bytes it wrote, passed to ``verify_run(written=)``: the verification only lists
+    the folder (which must hold exactly those files) and does not read back the blobs, and still runs every check
+    on what it parses (the seal is refused just the same for a run that would not verify).
     """
     from aefgate.formats.aef.verifier import verify_run
 
@@ -168,11 +179,11 @@ def seal_run(run_dir: str | Path, *, sealed_by: str = "producer", sealed_at: str
             raise Refusal("SEAL-1", f"sealedAt {sealed_at} is before the run closed ({ended})", "run.json")
     except ValueError:
         pass  # a bad endedAt is a schema problem the verification below reports
-    v = verify_run(root)
-    # the files the verification read (no second scan: a run may hold tens of thousands of blobs)
-    # (a file beyond the size limits has no digest: then scan again)
-    read_all = v.manifest is not None and not any(code == "limit" for _, code in v.problems)
-    present = (p for p, _, _ in v.manifest.entries) if read_all else runfs.scan(root).files
+    v = verify_run(root, written=written)
+    # the files the verification saw (no second scan: a run may hold tens of thousands of blobs); a blob at its
+    # canonical path (packed in runfs.Files) is always listed, so only the other files are looked at
+    files = v.manifest.files if v.manifest is not None else None
+    present: Iterable[str] = list(files.other) if files is not None else runfs.scan(root).files
     unlisted = sorted(p for p in present if not runfs.is_listed(p))
     if unlisted:  # sealed, it would be unexpected-file (§3.9): a producer seals only the files [RUN-2] lists
         raise Refusal("RUN-2", "a file a run folder does not hold (outside ext/); move it under ext/ or remove it",
@@ -192,30 +203,28 @@ def seal_run(run_dir: str | Path, *, sealed_by: str = "producer", sealed_at: str
     head = {"_type": STATEMENT_TYPE, "subject": [], "predicateType": EVIDENCE_PREDICATE, "predicate": pred}
     # the writer schema, checked on the statement with its subjects a chunk at a time (a seal lists every file)
     check = validator("seal", "writer")
-    count = 0
-    for chunk in _subject_chunks(man):
-        count += len(chunk)
-        head["subject"] = chunk
-        reason = check(head) if count <= 100_000 else "/subject: more than 100000 items"
-        if reason is not None:
-            raise Refusal("SEAL-5", f"the seal would not be valid: {reason}", "seal.json")
-    if count == 0:
-        head["subject"] = []
-        reason = check(head)
-        raise Refusal("SEAL-5", f"the seal would not be valid: {reason}", "seal.json")
     from aefgate.fsutil import atomic_lines
 
-    # jsonio.dumps of the whole statement, written a chunk of subjects at a time
+    # jsonio.dumps of the whole statement, written a chunk of subjects at a time, each chunk checked before it is
+    # written (one pass over the manifest): a seal that would not be valid is refused and nothing is left
     head["subject"] = []
     text = jsonio.dumps(head)
     cut = text.index(b',"subject":[]') + len(b',"subject":[')
 
     def parts():
         yield text[:cut]
-        first = True
+        count = 0
         for chunk in _subject_chunks(man):
-            yield (b"" if first else b",") + _raw_encoder.encode(chunk)[1:-1]
-            first = False
+            count += len(chunk)
+            head["subject"] = chunk
+            reason = check(head) if count <= 100_000 else "/subject: more than 100000 items"
+            if reason is not None:
+                raise Refusal("SEAL-5", f"the seal would not be valid: {reason}", "seal.json")
+            yield (b"," if count > len(chunk) else b"") + _raw_encoder.encode(chunk)[1:-1]
+        if count == 0:
+            head["subject"] = []
+            reason = check(head)
+            raise Refusal("SEAL-5", f"the seal would not be valid: {reason}", "seal.json")
         yield text[cut:]
 
     atomic_lines(root / "seal.json", parts(), replace=True)

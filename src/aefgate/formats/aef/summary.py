@@ -300,6 +300,30 @@ class EntryAccumulator:
         if m is not LEFT_OUT:
             self._count(m)
 
+    def add_figures(self, big_n: int, n: int, exact: int, lo: float | None, hi: float | None,
+                    values: list[float]) -> None:
+        """Count the measures of a batch of lines at once: ``big_n`` lines counted (``N``), ``n`` measured, the exact
+        sum of their values (times 2**1074), their least and greatest (the first of equal ones), the values in line
+        order. The same figures as :meth:`add_measure` of each in turn (the sum of squares is added value by
+        value, in order)."""
+        self.N += big_n
+        if not n:
+            return
+        self.n += n
+        self._exact += exact
+        if self._min is None or lo < self._min:
+            self._min = lo
+        if self._max is None or hi > self._max:
+            self._max = hi
+        sq = self._sumsq
+        for m in values:
+            sq += m * m
+        self._sumsq = sq
+        if self._values is not None:
+            append = self._values.append
+            for m in values:
+                append(m)
+
     def _count(self, m: float | None) -> None:
         self.N += 1
         if m is None:

@@ -43,9 +43,10 @@ from aefgate.formats.aef import jsonio, runfs, spill
 from aefgate.formats.aef.jsonio import JsonProblem
 from aefgate.formats.aef.paths import path_bytes, path_problems
 from aefgate.formats.aef.resultid import result_id
+from aefgate.formats.aef.resultline import reader_valid
 from aefgate.formats.aef.schema import validator
 from aefgate.formats.aef.seal import Manifest, read_seal_lean, seal_problems
-from aefgate.formats.aef.summary import LEFT_OUT, EntryAccumulator, measure, value_matches
+from aefgate.formats.aef.summary import LEFT_OUT, EntryAccumulator, _scaled, measure, value_matches
 from aefgate.formats.aef.times import parse_time
 from aefgate.formats.aef.vocab import CONTENT_KINDS, SEC6_ATTRIBUTES
 
@@ -155,13 +156,20 @@ def _attr_keys(attrs: Any) -> Iterable[str]:
 
 
 class _RunVerifier:
-    def __init__(self, root: Path, withheld_ok: frozenset[str] = frozenset()):
+    def __init__(
+        self, root: Path, withheld_ok: frozenset[str] = frozenset(), written: runfs.Written | None = None
+    ):
         self.root = root
         self.problems: set[tuple[str, str]] = set()
         self.cross: set[tuple[str, str]] = set()  # rules across files: reported only when nothing blocks
         self.blocking = False
         self.withheld_ok = withheld_ok
-        self.scan = runfs.scan(root)
+        # the run writer's own list of the files it created, with their digests (verify_run's written=): the folder
+        # is only listed, and the files this verifier does not parse (blobs, ext/) are not read back; when the
+        # folder holds anything else than the files written (or of other sizes), it is scanned and read as usual
+        sc = written.scan(root) if written is not None else None
+        self.written = written if sc is not None else None
+        self.scan = sc if sc is not None else runfs.scan(root)
         # path -> (sha256 hex, size) of the files read: written into the packed table of the scan (blobs) or a
         # dict (the other files), runfs.Files
         self.digests = runfs.Digests(self.scan.files)
@@ -260,8 +268,9 @@ class _RunVerifier:
         if run is not None and not _run_times_exist(run):
             self.add("run.json", "schema")
             run = None
+        full_run = run
         if run is not None and "ext" in run:  # no rule reads it past the schema (an import's dataset may be long)
-            del run["ext"]
+            run = {k: v for k, v in run.items() if k != "ext"}
         metrics = self.read_doc("metrics.json", "metrics", required=True)
         closed = run is not None and run.get("status") in CLOSED
         summary = self.read_doc("summary.json", "summary", required=closed)
@@ -291,6 +300,7 @@ class _RunVerifier:
         self.gates = gates
 
         self._prepare_summary(summary)
+        self._begin_mapping(full_run, summary)
         if "results.ndjson" in sc.files:
             self._results()
         else:
@@ -303,8 +313,9 @@ class _RunVerifier:
             if p not in self.digests:
                 self.digests[p] = (runfs.sha256_file(self.root / p), size)
         files = sc.files
-        for i, p in files.unhashed():  # blobs beyond the limit (a few at most)
-            files.set_blob_digest(i, bytes.fromhex(runfs.sha256_file(self.root / p)))
+        if self.written is None:  # (the writer's blobs all have their digests)
+            for i, p in files.unhashed():  # blobs beyond the limit (a few at most)
+                files.set_blob_digest(i, bytes.fromhex(runfs.sha256_file(self.root / p)))
 
         if run is not None:
             self._run_rules(run)
@@ -324,7 +335,23 @@ class _RunVerifier:
         listed: set[str] = set()
         if sealed:
             reading = read_seal_lean(self.root)
-            sp, withheld = seal_problems(reading, sc.files, run, withheld_ok=self.withheld_ok)
+            # [SEAL-6] compares the predicate with run.json (run-id, predicate, run-open), and no rule makes a
+            # schema problem of run.json block it (§3.9's blocking covers its own table only; a seal's checks stop
+            # only after seal-invalid): a run.json that is an I-JSON object within the limits but not valid against
+            # its schema (a secret-bearing deployment.endpoint, [RUN-10]) is still compared as read. Not one that
+            # did not read (encoding, limit, absent): there is nothing to compare. It is read again here only in
+            # that case, and used only when its bytes are still the ones hashed for the seal.
+            seal_run_doc = run
+            hashed = self.digests.get("run.json")
+            if run is None and ("run.json", "schema") in self.problems and hashed is not None:
+                try:
+                    with open(self.root / "run.json", "rb") as f:
+                        data = f.read(jsonio.MAX_DOC + 1)
+                    if hashlib.sha256(data).hexdigest() == hashed[0]:
+                        seal_run_doc = jsonio.loads(data)  # an object, or JsonProblem
+                except (OSError, JsonProblem):
+                    seal_run_doc = None
+            sp, withheld = seal_problems(reading, sc.files, seal_run_doc, withheld_ok=self.withheld_ok)
             for p in sp:
                 self.problems.add(p)
             if reading.doc is not None:
@@ -349,11 +376,52 @@ class _RunVerifier:
             outcome, problems, withheld=len(withheld), run_hash=run_hash, sealed=sealed, manifest=manifest
         )
 
+    def _begin_mapping(self, run: dict | None, summary: dict | None) -> None:
+        """The one pass (:mod:`aefgate.formats.aef.onepass`): hand the mapper the run.json and summary.json this
+        verification read (the bytes it hashes), before the result lines. No mapping when run.json does not read
+        (the run is invalid: nothing derived from it is ever released); a refusal of the mapper's is kept for
+        after the verdict, which comes first."""
+        m = _MAPPER.get()
+        self.mapper = None
+        if m is None or run is None:
+            return
+        try:
+            m.begin(run, summary)
+        except Refusal as e:
+            m.failed(e)
+            return
+        self.mapper = m
+
     def _hash_blobs(self) -> None:
         """[EVD-3]: every blob's bytes hash to its name; the digests serve the seal too. The packed blobs
-        (``runfs.Files``) in name order, their digests written into the table; a blob outside its folder first."""
+        (``runfs.Files``) in name order, their digests written into the table; a blob outside its folder first.
+        A run writer's blobs (``written``) are not read back: their digests are the ones it computed of the bytes
+        it wrote, each blob named by its own, and each must equal the blob's name (the same rule)."""
         files = self.scan.files
         root = self.root
+        if self.written is not None:
+            for p, size in list(files.other.items()):
+                m = runfs.BLOB_PATH.match(p)
+                if m is None:
+                    continue
+                if size > jsonio.MAX_BLOB:
+                    self.add(p, "limit")
+                    continue
+                d = self.digests.get(p)
+                h = d[0] if d is not None else runfs.sha256_file(root / p, size_hint=size)
+                self.digests[p] = (h, size)
+                if h != m.group(2):
+                    self.x(p, "blob-digest")
+            for i, p, size, h in files.blob_digests():
+                if size > jsonio.MAX_BLOB:
+                    self.add(p, "limit")
+                    continue
+                if h is None:  # (not written: read it)
+                    h = runfs.sha256_file(root / p, size_hint=size)
+                    files.set_blob_digest(i, bytes.fromhex(h))
+                if h != p[-64:]:
+                    self.x(p, "blob-digest")
+            return
         for p, size in list(files.other.items()):
             m = runfs.BLOB_PATH.match(p)
             if m is None:
@@ -640,32 +708,80 @@ class _RunVerifier:
             withheld_ok=self.withheld_ok,
             routes=routes,
             single_lane=self.single_lane,
+            mapper=self.mapper,
         )
         size = self.scan.files.get("results.ndjson", 0)
         workers = _workers_for(size)
         fold = self._fold_spilled if size > spill.bound("AEFGATE_SPILL_RESULTS", _SPILL_RESULTS) else self._fold
-        bar = progress.start("verify results.ndjson", size, "bytes")
+        bar = progress.start("verify results.ndjson" if self.mapper is None else "export results.ndjson", size,
+                             "bytes")
         try:
             if workers:
                 fold(self._parallel_results(size, workers, bar))
+            elif self.mapper is None:
+                batches = _batches(self.lines("results.ndjson"))
+                fold(self._taken((start, *_check_batch(_advanced(bar, lines)), None) for start, lines in batches))
             else:
                 batches = _batches(self.lines("results.ndjson"))
-                fold((start, _check_batch(_advanced(bar, lines))) for start, lines in batches)
+                fold(self._taken(_check_mapped(start, _advanced(bar, lines), None) for start, lines in batches))
         except _FramingError:
             pass
         finally:
             bar.close()
             _CTX = None
 
+    def _taken(self, checked):
+        """``(start, records)`` of checked batches, each batch's summary figures added up and its mapped output
+        handed to the mapper (in line order, in this process) before its records are folded."""
+        mapper = self.mapper
+        for start, records, sums, payload in checked:
+            self._add_figures(sums)
+            if mapper is not None:
+                mapper.take(payload)
+            yield start, records
+
+    def _add_figures(self, sums: dict) -> None:
+        """A batch's summary figures (:func:`_sum_measure`) added to the entries' accumulators, in batch order."""
+        accs = self.accs
+        for i, (big_n, n, exact, lo, hi, values) in sums.items():
+            accs[i].add_figures(big_n, n, exact, lo, hi, values)
+
     def _parallel_results(self, size: int, workers: int, bar: progress.Task):
         """results.ndjson in ranges of whole lines, each split and checked by a worker process, folded in order;
-        this process only hashes the file (in a thread: hashlib releases the GIL) and folds the records."""
+        this process only hashes the file (in a thread: hashlib releases the GIL) and folds the records.
+
+        With a mapper (the one pass), each worker also maps its range's lines and hands back the output, which is
+        given to the mapper here in range order; a mapper that numbers its output across lines first has each
+        range counted (``mapper.count``, in the workers) so a range knows where it starts. The thread then also
+        hashes each range apart, and a range whose bytes the worker read differently (the file changed during the
+        pass) is a framing problem of the file: the mapped output of bytes that were not the ones hashed is never
+        released."""
         name = "results.ndjson"
         path = self.root / name
         h = hashlib.sha256()
+        mapper = self.mapper
+        ranges: list[tuple[int, int]] = []
+        range_digests: list[bytes] = []
+        cut = threading.Event()
 
         def hash_all():
             with open(path, "rb", buffering=0) as f:
+                if mapper is None:
+                    while chunk := f.read(1 << 22):
+                        h.update(chunk)
+                    return
+                cut.wait()
+                for _, length in ranges:
+                    rh = hashlib.sha256()
+                    left = length
+                    while left > 0:
+                        chunk = f.read(min(left, 1 << 22))
+                        if not chunk:
+                            break
+                        left -= len(chunk)
+                        h.update(chunk)
+                        rh.update(chunk)
+                    range_digests.append(rh.digest())
                 while chunk := f.read(1 << 22):
                     h.update(chunk)
 
@@ -673,11 +789,14 @@ class _RunVerifier:
         hasher = threading.Thread(target=hash_all, daemon=True)
         hasher.start()
         framing: str | None = None
-        with open(path, "rb") as f:
-            head = f.read(3)
-            f.seek(max(0, size - 1))
-            last = f.read(1)
-            ranges = _ranges(f, size)
+        try:
+            with open(path, "rb") as f:
+                head = f.read(3)
+                f.seek(max(0, size - 1))
+                last = f.read(1)
+                ranges[:] = _ranges(f, size)
+        finally:
+            cut.set()
         if head == jsonio.BOM:
             framing = "encoding"
         elif size and last != b"\n":
@@ -685,9 +804,21 @@ class _RunVerifier:
         lineno = 0
         try:
             if framing is None:
-                results = _parallel(pool, ranges, workers, _check_range, path)
+                if mapper is None:
+                    items: list = ranges
+                else:
+                    # each range's first line number, and where the mapper's numbering starts in it
+                    counts = pool.map(functools.partial(_count_range, path), ranges, chunksize=1)
+                    first, base = 1, mapper.first_count()
+                    items = []
+                    for r, (nlines, n) in zip(ranges, counts):
+                        items.append((r, (first, base)))
+                        first += nlines
+                        base += n
+                results = _parallel(pool, items, workers, _check_range, path)
                 try:
-                    for (start, end), (count, records, problem) in zip(ranges, results):
+                    for i, ((start, end), res) in enumerate(zip(ranges, results)):
+                        count, records, problem = res[0], res[1], res[2]
                         bar.advance(end - start)
                         if problem is not None:
                             framing = problem
@@ -695,6 +826,17 @@ class _RunVerifier:
                         if lineno + count > jsonio.MAX_LINES:
                             framing = "limit"
                             break
+                        self._add_figures(res[3])
+                        if mapper is not None:
+                            while len(range_digests) <= i and hasher.is_alive():
+                                hasher.join(0.01)
+                            if len(range_digests) <= i or range_digests[i] != res[5]:
+                                framing = "encoding"  # the file changed during the pass (read twice, two texts)
+                                mapper.failed(Refusal(mapper.rule, "the run changed during the verification",
+                                                      f"{name}:{lineno + 1}", exit_code=1))
+                                break
+                            for payload in res[4]:
+                                mapper.take(payload)
                         yield lineno + 1, records
                         lineno += count
                 finally:
@@ -971,6 +1113,7 @@ class _RunVerifier:
         db = self.db
         q = db.execute
         x = self.x
+        alone = {p for p in self.cross if p[1] == "aggregation"}  # the lines' own counts ([RES-6]), not children
         # ``need``: the resultIds to look up on disk: those that may be duplicated (_fold_spilled's candidates),
         # parents not found in the window, decisive children not settled in it, the results gates name.
         # ``firsts``: for each of them, its first line and how many lines hold it ([RES-4]), in one pass over lines
@@ -1017,6 +1160,26 @@ class _RunVerifier:
                 x(f"results.ndjson:{ln}", "aggregation")
         else:
             self._parents_on_disk(dups)
+        if any(c == "parent" for _, c in self.cross):
+            # a line names a parent that is missing or of another case. The window and _parents_on_disk count
+            # only children of their parent's case; [RES-6] counts every line naming it (as _results_end does):
+            # the children's `aggregation` problems are counted again over those lines (a missing parent is
+            # NULL: no line's child)
+            self.cross = {p for p in self.cross if p[1] != "aggregation"} | alone
+            q("CREATE TABLE kids(pl INTEGER PRIMARY KEY, n INT NOT NULL)")
+            q(f"INSERT INTO kids SELECT pl, COUNT(*) FROM lines WHERE pl IS NOT NULL AND NOT sf & {_F_DUP} GROUP BY pl")
+            # children without an aggregation; totals; decisive ids no child has (as _parents_on_disk)
+            for (ln,) in q(
+                f"SELECT l.ln FROM lines l LEFT JOIN kids c ON c.pl = l.ln WHERE (c.n AND NOT l.sf & {_F_AGG})"
+                f" OR (l.sf & {_F_AGG} AND NOT l.sf & {_F_DUP} AND IFNULL(c.n, 0) IS NOT l.total)"
+            ):
+                x(f"results.ndjson:{ln}", "aggregation")
+            for (ln,) in q(
+                f"SELECT DISTINCT d.ln FROM dec d JOIN lines l ON l.ln = d.ln WHERE NOT l.sf & {_F_DUP} AND (d.st = 2"
+                " OR d.dkey IS NULL OR NOT EXISTS (SELECT 1 FROM firsts f JOIN lines r ON r.ln = f.ln"
+                " WHERE f.key = d.dkey AND r.pl IS d.ln))"
+            ):
+                x(f"results.ndjson:{ln}", "aggregation")
         if self.trial_lines:
             self._trials_on_disk()
 
@@ -1135,13 +1298,16 @@ class _RunVerifier:
                 if trial >= 0:
                     trial_parent_paths.setdefault((line_case[ln], line_path[ln]), set()).add(_ROOT)
                 continue
+            # [RES-6] defines a node's children: "the distinct resultIds of the lines whose parentResultId is its
+            # resultId". A line of another case naming it is one (its `parent` problem is its own, at its line), so
+            # it counts for `aggregation` like any other: a composite whose caseId changed keeps its children
+            if pl != _MISSING and not flags & _F_DUP:  # children are distinct resultIds
+                childcount[pl] += 1
             if pl == _MISSING or line_case[pl] != line_case[ln]:
                 x(f"results.ndjson:{ln}", "parent")
                 if trial >= 0:  # unknown: the rollup's parent is not judged
                     trial_parent_paths.setdefault((line_case[ln], line_path[ln]), set()).add(_UNKNOWN)
                 continue
-            if not flags & _F_DUP:  # children are distinct resultIds
-                childcount[pl] += 1
             ptrial = line_trial[pl]
             if (ptrial >= 0 and trial != ptrial) or (trial >= 0 and ptrial < 0):
                 x(f"results.ndjson:{ln}", "trials")
@@ -1214,6 +1380,7 @@ class _LineCtx:
     withheld_ok: frozenset
     routes: dict
     single_lane: str | None
+    mapper: Any = None  # the one pass's mapper (onepass.LineMapper), or None: only checking
 
 
 _CTX: _LineCtx | None = None
@@ -1235,6 +1402,8 @@ _F_CHILD = 16  # on the spilled path: the line names a parent
 
 
 _ONE_PROCESS = contextvars.ContextVar("aefgate_verify_one_process", default=False)
+# the one pass's mapper (aefgate.formats.aef.onepass): set by onepass.verify_mapping around a verification
+_MAPPER: contextvars.ContextVar = contextvars.ContextVar("aefgate_verify_mapper", default=None)
 
 
 @contextlib.contextmanager
@@ -1285,9 +1454,41 @@ def _batches(lines, size: int | None = None):
         yield start, batch
 
 
-def _check_batch(batch: list) -> list:
+def _check_batch(batch: list) -> tuple[list, dict]:
+    """``(records, summary figures)`` of a batch of raw lines (:func:`_check_line`)."""
     ctx = _CTX
-    return [_check_line(ctx, raw) if raw is not None else "limit" for raw in batch]
+    sums: dict = {}
+    docs = _read_batch(batch)
+    if docs is not None:
+        return [_check_doc(ctx, line, None, 0, sums) for line in docs], sums
+    return [_check_line(ctx, raw, None, 0, sums) if raw is not None else "limit" for raw in batch], sums
+
+
+def _read_batch(batch: list, data: bytes | None = None) -> list | None:
+    """The lines of a batch decoded at once (``jsonio.loads_lines``: the usual case), or None: then each line is
+    read on its own (:func:`_check_line`). ``data``: the batch's bytes, each line ended by LF, when at hand."""
+    if data is None:
+        if None in batch:
+            return None
+        data = b"\n".join(batch) + b"\n"
+    return jsonio.loads_lines(data, len(batch))
+
+
+def _check_mapped(start: int, batch: list, base: int | None) -> tuple[int, list, Any]:
+    """``(start, records, mapped output)`` of a batch of raw lines numbered from ``start``: each line checked
+    (:func:`_check_line`), and the lines that read (decoded, valid against the reader schema) handed to the
+    mapper in order, numbered from ``base`` (None: where its last batch ended). A mapper's refusal is kept as the
+    output (:meth:`LineMapper.map_lines` turns it into one)."""
+    ctx = _CTX
+    keep: list = []
+    sums: dict = {}
+    docs = _read_batch(batch)
+    if docs is not None:
+        records = [_check_doc(ctx, line, keep, n, sums) for n, line in enumerate(docs, start)]
+    else:
+        records = [_check_line(ctx, raw, keep, n, sums) if raw is not None else "limit"
+                   for n, raw in enumerate(batch, start)]
+    return start, records, sums, ctx.mapper.map_lines(keep, base)
 
 
 _RANGE = 2 * 1024 * 1024  # a worker holds one range, its lines and their records: 2 MiB keeps that small (8 MiB: +85 MB PSS at 1M lines, no faster)
@@ -1319,9 +1520,16 @@ def _ranges(f, size: int, target: int | None = None) -> list[tuple[int, int]]:
     return out
 
 
-def _check_range(path, item) -> tuple[int, list, str | None]:
-    """Split and check one range of whole lines: ``(lines, records, framing problem or None)``."""
-    offset, length = item
+def _check_range(path, item) -> tuple:
+    """Split and check one range of whole lines: ``(lines, records, framing problem or None, summary figures)``;
+    with a mapper
+    (``item`` is then ``((offset, length), base)``), also the mapped output of its lines (numbered in the range:
+    the parent knows where it starts), one per batch of ``_BATCH`` lines, and the SHA-256 of the bytes read."""
+    if _CTX.mapper is None:
+        offset, length = item
+        base = None
+    else:
+        (offset, length), base = item
     with open(path, "rb") as f:
         f.seek(offset)
         data = f.read(length)
@@ -1330,12 +1538,31 @@ def _check_range(path, item) -> tuple[int, list, str | None]:
     parts = data.split(b"\n")
     parts.pop()  # the range ends in LF
     ctx = _CTX
-    out = []
-    for raw in parts:
-        if not raw:
-            return 0, [], "encoding"  # a blank line
-        out.append("limit" if len(raw) > jsonio.MAX_DOC else _check_line(ctx, raw))
-    return len(parts), out, None
+    if b"\n\n" in data or data[:1] == b"\n":
+        return 0, [], "encoding"  # a blank line
+    mapper = ctx.mapper
+    first = 1
+    if mapper is not None:
+        first, base = base
+    big = any(len(raw) > jsonio.MAX_DOC for raw in parts)
+    sums: dict = {}
+    out: list = []
+    payloads: list = []
+    # _BATCH lines at a time: each batch's values are checked (and mapped) while still in the CPU's caches
+    for i in range(0, len(parts), _BATCH):
+        chunk = parts[i:i + _BATCH]
+        keep: list | None = [] if mapper is not None else None
+        docs = None if big else _read_batch(chunk)
+        if docs is not None:
+            out.extend([_check_doc(ctx, line, keep, n, sums) for n, line in enumerate(docs, first + i)])
+        else:
+            out.extend(["limit" if len(raw) > jsonio.MAX_DOC else _check_line(ctx, raw, keep, n, sums)
+                        for n, raw in enumerate(chunk, first + i)])
+        if mapper is not None:
+            payloads.append(mapper.map_lines(keep, base if i == 0 else None))
+    if mapper is None:
+        return len(parts), out, None, sums
+    return len(parts), out, None, sums, payloads, hashlib.sha256(data).digest()
 
 
 def _parallel(pool, items, workers: int, fn, *args):
@@ -1379,28 +1606,59 @@ def _earlier(a: str, b: str) -> bool:
     return a[20:-1].ljust(9, "0") < b[20:-1].ljust(9, "0")  # the fraction digits, at full precision
 
 
-_validate_result = None
+def _count_range(path, item) -> tuple[int, int]:
+    """A worker, before the one pass's checking: ``(lines, the mapper's count)`` of one range of whole lines (the
+    count is 0 for a mapper that does not number its output across lines)."""
+    offset, length = item
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(length)
+    m = _CTX.mapper
+    return data.count(b"\n"), (m.count(data) if m.counts else 0)
 
 
-def _check_line(ctx: _LineCtx, raw: bytes):
+def _sum_measure(sums: dict, i: int, m: float | None) -> None:
+    """Add one measure of summary entry ``i`` to a batch's figures ``sums[i]``: ``[N, n, exact sum (times
+    2**1074), min, max, the values in line order]`` (:meth:`EntryAccumulator.add_figures` adds them up in the
+    parent process, in batch order: the same figures as measure by measure)."""
+    f = sums.get(i)
+    if f is None:
+        f = sums[i] = [0, 0, 0, None, None, []]
+    f[0] += 1
+    if m is None:
+        return
+    f[1] += 1
+    f[2] += _scaled(m)
+    if f[3] is None or m < f[3]:
+        f[3] = m
+    if f[4] is None or m > f[4]:
+        f[4] = m
+    f[5].append(m)
+
+
+def _check_line(ctx: _LineCtx, raw: bytes, keep: list | None = None, lineno: int = 0, sums: dict | None = None):
     """Check one result line on its own. Returns a §3.9 code (``encoding``, ``limit``, ``schema``) when the line
     does not read, None when nothing more can be checked (no run id), else the line's record:
     ``(key, caseId, path, trial or -1, state code, parent key, aggregation (total, decisive keys) or None,
     trials (n, passed, agree) or None, codes of the problems found on the line alone, summary measures)``."""
-    global _validate_result
-    v = _validate_result
-    if v is None:
-        v = _validate_result = validator("result", "reader")
     try:
         line = jsonio.loads(raw)
     except JsonProblem as e:
         return e.code
-    if v(line) is not None:
+    return _check_doc(ctx, line, keep, lineno, sums)
+
+
+def _check_doc(ctx: _LineCtx, line: dict, keep: list | None = None, lineno: int = 0, sums: dict | None = None):
+    """:func:`_check_line` of a line already read (``jsonio.loads``). With ``sums``, the line's summary measures
+    are added to the batch's figures there (:func:`_sum_measure`) instead of being returned in its record."""
+    if not reader_valid(line):  # the typed msgspec path, the compiled reader schema where it cannot decide
         return "schema"
     started = line.get("startedAt")
     ended = line.get("endedAt")
     if (started is not None and not _time_exists(started)) or (ended is not None and not _time_exists(ended)):
         return "schema"
+    if keep is not None:
+        keep.append((lineno, line))
     run_id = ctx.run_id
     if run_id is None:
         return None
@@ -1502,9 +1760,15 @@ def _check_line(ctx: _LineCtx, raw: bytes):
         route = ctx.routes.get((lane, path))
         if route:
             # a line left out ([SUM-4]: not_applicable) counts nowhere, so it is not sent at all
-            measures = tuple(
-                (i, m) for i, metric, kind in route if (m := measure(line, metric, kind)) is not LEFT_OUT
-            )
+            if sums is None:
+                measures = tuple(
+                    (i, m) for i, metric, kind in route if (m := measure(line, metric, kind)) is not LEFT_OUT
+                )
+            else:
+                for i, metric, kind in route:
+                    m = measure(line, metric, kind)
+                    if m is not LEFT_OUT:
+                        _sum_measure(sums, i, m)
     return (
         bytes.fromhex(rid[2:]),
         case,
@@ -1600,13 +1864,22 @@ def verify_run(
     *,
     anchors: Iterable[str] | None = None,
     withheld_ok: Iterable[str] = (),
+    written: runfs.Written | None = None,
 ) -> Verification:
     """Verify a run folder (§3.9, §4.1, §4.5).
 
     ``anchors``: trusted run hashes (hex): sets ``anchored``. ``withheld_ok``: blob paths withheld by authorized
     redactions ([OVL-10]: ``withheld``, not ``missing``), which the overlays compute
     (``overlays.authorized_redactions``). Under a trust policy (authorized redactions and ``signed_by``, [SIG-7]):
-    ``trust.verify_run``, a layer above this one and the overlays'; here ``signed_by`` is None (not checked)."""
+    ``trust.verify_run``, a layer above this one and the overlays'; here ``signed_by`` is None (not checked).
+
+    ``written``: only for the writer of ``run_dir`` (the RunBuilder, sealing its own private temporary folder): the
+    files it created with the digests of the bytes it wrote (:class:`runfs.Written`, used once). Then the folder is
+    only listed (it must hold exactly the files written, each of the size written, else it is scanned and read as
+    usual), and the files this verification does not parse (blobs, ``ext/``) are not read back: their digests are
+    the writer's, and a blob's must equal its name ([EVD-3]). Every file it parses is still read, hashed as read and
+    checked: every problem of §3.9 is found as without ``written``, except a change to the bytes of a blob or
+    ``ext/`` file that keeps its size, made behind the writer's back after it wrote them."""
     root = Path(run_dir)
     if root.is_symlink() or not root.is_dir():
         raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(run_dir))
@@ -1614,7 +1887,7 @@ def verify_run(
     enabled = gc.isenabled()
     gc.disable()  # no cycles are made; the collector would only rescan the bookkeeping (about 20 % of the time)
     try:
-        rv = _RunVerifier(root, frozenset(withheld))
+        rv = _RunVerifier(root, frozenset(withheld), written)
         try:
             v = rv.verify()
         finally:
