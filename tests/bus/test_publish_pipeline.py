@@ -1,5 +1,5 @@
-"""The publish pipeline (a forked child verifies, exports and encodes; this process sends) and the lean JetStream
-ack path (one wildcard inbox, PubAcks matched here), on a real nats-server: the forked and the in-process
+"""The publish pipeline (a forked child verifies, exports and encodes in one pass; this process sends) and the lean
+JetStream ack path (one wildcard inbox, PubAcks matched here), on a real nats-server: the forked and the in-process
 producers put the same messages in the stream; JetStream's own error answers (permanent, retried) give the
 reports docs/design/bus.md describes; a run that does not verify sends and writes nothing, even with
 --create-stream; the child is always reaped."""
@@ -186,20 +186,15 @@ def test_http_batches_from_the_child_with_a_spool(tmp_path) -> None:
     assert received_events(rx) == expected[4:]
 
 
-# -- the export beside the verification (docs/design/bus.md, "Pipeline") ----------------------------------------------
+# -- the one pass in the child (docs/design/bus.md, "Pipeline") -------------------------------------------------------
 #
-# The forked child starts the verification in a grandchild and exports into an unlinked temporary file meanwhile.
-# The tests order the two processes with marker files (no timing): wrappers of aep_exporter._verify_intact (run by the
-# grandchild) and of aep_exporter._verified_lines (run by the exporting child) wait for each other's markers; the
-# monkeypatches are made before the fork, so both processes inherit them.
+# The child verifies the run with pipeline._PublishMapper: every checked line's events are encoded and spooled into
+# an unnamed temporary file during the verification; nothing is sent before the verdict. The tests change the run
+# during the pass by wrapping the mapper's methods (patched before the fork: the child and the verifier's worker
+# processes inherit them). AEFGATE_WORKERS=2 makes the verifier use two worker processes even for a small run (the
+# lines are then mapped and encoded in them); unset, a small run is verified and mapped in the child itself.
 
-
-def _wait_for(path, deadline: float = 120.0) -> None:
-    """Until ``path`` exists (a marker the other process writes); gives up after ``deadline`` s so that a broken
-    ordering fails the test's assertions instead of hanging it."""
-    end = time.monotonic() + deadline
-    while not path.exists() and time.monotonic() < end:
-        time.sleep(0.005)
+WORKERS = [None, "2"]
 
 
 def _children() -> set[int]:
@@ -221,88 +216,6 @@ def _flip(path) -> None:
     path.write_bytes(data.replace(b'"passed"', b'"failed"', 1))
 
 
-class _Order:
-    """The markers and the wrappers (installed with :meth:`install`)."""
-
-    def __init__(self, tmp, monkeypatch) -> None:
-        from aefgate.converters.aep import exporter as aep_exporter
-
-        self.dir = tmp / "markers"
-        self.dir.mkdir()
-        self.verified = self.dir / "verified"  # the grandchild's verification is done (its verdict not yet sent)
-        self.exported = self.dir / "exported"  # the pre-export has read every line of results.ndjson
-        self.pre_done = self.dir / "pre-done"  # the pre-export has written its last record and ends
-        self.pid = self.dir / "verifier.pid"
-        self.pre = self.dir / "pre.pid"  # the pre-export's pid and niceness
-        self.spilled = self.dir / "spilled"  # the child opened its temporary file
-        self.aep_exporter = aep_exporter
-        self.monkeypatch = monkeypatch
-        self.real_verify = aep_exporter._verify_intact
-
-    def install(self, *, verdict_after_export: bool = False, before_reading=None, after_verify=None) -> None:
-        import tempfile
-
-        from aefgate.bus import pipeline
-
-        if "AEFGATE_PUBLISH_BUFFER" not in os.environ:  # the pre-export is off by default: these tests are about it
-            self.monkeypatch.setenv("AEFGATE_PUBLISH_BUFFER", str(pipeline.SUGGESTED_BUFFER))
-
-        order = self
-        real_iter = pipeline._Lines.__iter__
-        real_pre = pipeline._pre_export
-
-        def verify(root, policy=None):
-            order.pid.write_text(str(os.getpid()))
-            try:
-                verdict = order.real_verify(root, policy)
-                if after_verify is not None:  # the run changes once verified, before the verdict is sent
-                    after_verify()
-                return verdict
-            finally:
-                order.verified.touch()
-                if verdict_after_export:  # the pre-export has done all its work: the verdict finds it complete
-                    _wait_for(order.pre_done)
-
-        def lines(self):
-            if self.start == 0 and not order.pre.exists():  # the pre-export (or, without one, the child)
-                tmp = order.pre.with_name(f"pre.{os.getpid()}.tmp")  # whole or absent: the process may be killed
-                tmp.write_text(f"{os.getpid()} {os.sched_getscheduler(0)}")
-                os.replace(tmp, order.pre)
-                if before_reading is not None:  # once the grandchild has read the run
-                    _wait_for(order.verified)
-                    before_reading()
-            yield from real_iter(self)
-            if self.eof:
-                order.exported.touch()
-
-        def pre_export(*args, **kwargs):
-            try:
-                return real_pre(*args, **kwargs)
-            finally:
-                order.pre_done.touch()
-
-        real_tmp = tempfile.TemporaryFile
-
-        def temporary_file(*args, **kwargs):
-            order.spilled.touch()
-            return real_tmp(*args, **kwargs)
-
-        self.monkeypatch.setattr(self.aep_exporter, "_verify_intact", verify)
-        self.monkeypatch.setattr(pipeline._Lines, "__iter__", lines)
-        self.monkeypatch.setattr(pipeline, "_pre_export", pre_export)
-        self.monkeypatch.setattr(tempfile, "TemporaryFile", temporary_file)
-
-    def gone(self) -> bool:
-        """The verifying grandchild and the pre-export were reaped (no /proc entry: not even a zombie)."""
-        pids = [int(self.pid.read_text())]
-        if self.pre.exists():
-            pids.append(int(self.pre.read_text().split()[0]))
-        return not any(os.path.exists(f"/proc/{p}") for p in pids)
-
-    def pre_policy(self) -> int:
-        return int(self.pre.read_text().split()[1])
-
-
 @pytest.fixture
 def tmpdir_for_spill(tmp_path, monkeypatch):
     """The temporary directory the child's unlinked file is made in (checked empty afterwards)."""
@@ -314,97 +227,230 @@ def tmpdir_for_spill(tmp_path, monkeypatch):
     return d
 
 
-def test_run_that_does_not_verify_export_done_first_sends_nothing(nats_server, tmp_path, monkeypatch, capsys,
-                                                                   tmpdir_for_spill) -> None:
+def _workers(monkeypatch, workers: str | None) -> None:
+    if workers is not None:
+        monkeypatch.setenv("AEFGATE_WORKERS", workers)
+    else:
+        monkeypatch.delenv("AEFGATE_WORKERS", raising=False)
+
+
+def _mark_spooled(monkeypatch, marker) -> None:
+    """``marker`` is made when the child has spooled encoded frames (during the pass, before the verdict)."""
+    from aefgate.bus import pipeline
+
+    real_put = pipeline._PublishMapper.put
+
+    def put(self, payload):
+        real_put(self, payload)
+        if self.size:
+            marker.touch()
+
+    monkeypatch.setattr(pipeline._PublishMapper, "put", put)
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_run_that_does_not_verify_sends_nothing(nats_server, tmp_path, monkeypatch, capsys, tmpdir_for_spill,
+                                                workers) -> None:
     run = copy_run(RUN, tmp_path / "run")
-    _flip(run / "results.ndjson")  # no longer what the seal records
-    order = _Order(tmp_path, monkeypatch)
-    order.install(verdict_after_export=True)
+    _flip(run / "results.ndjson")  # no longer what the seal records; every line still reads (and is mapped)
+    _workers(monkeypatch, workers)
+    spooled = tmp_path / "spooled"
+    _mark_spooled(monkeypatch, spooled)
     before = _children()
-    code, out, err = cli("publish", run, "--to", f"{nats_server.url}/aef.bad2", "--create-stream", "--spool",
+    code, _out, err = cli("publish", run, "--to", f"{nats_server.url}/aef.bad2", "--create-stream", "--spool",
                          tmp_path / "sp", "--json", capsys=capsys)
-    assert code == 1 and "[AEP-1]" in err and "only a run that verifies intact" in err
-    assert order.exported.exists() and order.spilled.exists()  # the export was done (buffered) before the verdict
-    # by the pre-export, at the lowest priority: it takes only the CPU the verification leaves
-    assert order.pre_policy() == os.SCHED_IDLE
+    assert code == 1 and "[AEP-1]" in err and "only a run that verifies intact" in err, err
+    assert spooled.exists()  # the events were made and spooled during the pass, before the verdict
     assert stream_count(nats_server.url, "AEF_BAD2") == -1  # nothing sent, no stream created
     assert not (tmp_path / "sp").exists()
     assert list(tmpdir_for_spill.iterdir()) == []  # the temporary file is gone (it never had a name)
-    assert _children() <= before and order.gone()  # child and grandchild reaped
+    assert _children() <= before  # the child reaped
 
 
-def test_run_changed_after_verification_export_done_first(nats_server, tmp_path, monkeypatch, capsys,
-                                                          tmpdir_for_spill) -> None:
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("what", ["results", "blob"])
+def test_run_changed_during_the_pass_sends_nothing(nats_server, tmp_path, monkeypatch, capsys, tmpdir_for_spill,
+                                                   workers, what) -> None:
+    # changed once the verification has read run.json and handed it to the mapper, before any result line is read
+    from aefgate.bus import pipeline
+
     run = copy_run(RUN, tmp_path / "run")
-    order = _Order(tmp_path, monkeypatch)
-    # the grandchild verifies the sealed bytes; then (before reading) the pre-export's file is changed
-    order.install(verdict_after_export=True, before_reading=lambda: _flip(run / "results.ndjson"))
+    blob = next(p for p in (run / "blobs").rglob("*") if p.is_file())  # the reasoning text of a line (AEP-9)
+    _workers(monkeypatch, workers)
+    real_begin = pipeline._PublishMapper.begin
+
+    def begin(self, doc, summary):
+        real_begin(self, doc, summary)
+        if what == "results":
+            _flip(run / "results.ndjson")
+        else:
+            blob.write_bytes(b"not what was sealed\n")
+
+    monkeypatch.setattr(pipeline._PublishMapper, "begin", begin)
     before = _children()
-    code, out, err = cli("publish", run, "--to", f"{nats_server.url}/aef.changed", "--create-stream", "--json",
-                         capsys=capsys)
-    assert code == 1 and "[AEP-1]" in err and "the run changed after it was verified" in err, err
-    assert json.loads(out)["error"]["where"] == "results.ndjson"
-    assert stream_count(nats_server.url, "AEF_CHANGED") == -1  # found before V: nothing sent
+    code, _out, err = cli("publish", run, "--to", f"{nats_server.url}/aef.changed", "--create-stream",
+                         "--max-capture", "full", "--json", capsys=capsys)
+    assert code == 1 and "[AEP-1]" in err and "only a run that verifies intact" in err, err
+    assert ("results.ndjson" if what == "results" else f"blobs/sha256/{blob.parent.name}/{blob.name}") in err, err
+    assert stream_count(nats_server.url, "AEF_CHANGED") == -1  # refused before V: nothing sent
     assert list(tmpdir_for_spill.iterdir()) == []
-    assert _children() <= before and order.gone()
+    assert _children() <= before
 
 
-def test_run_changed_after_verification_verdict_first(nats_server, tmp_path, monkeypatch, capsys,
-                                                      tmpdir_for_spill) -> None:
-    run = big_run(tmp_path, 2_000)
-    n = len(list(export_events(run)))
-    monkeypatch.setenv("AEFGATE_PUBLISH_BUFFER", "1")  # full after the first frame: the verdict is waited for
-    order = _Order(tmp_path, monkeypatch)
-    # changed between the verification and its verdict: whether the pre-export read the first frame before it was
-    # killed at the verdict or the child exports from the start, the lines read are the changed ones (a change made
-    # when the pre-export starts reading raced with that kill: a pre-export killed first left the run unchanged)
-    # (and the pre-export does not read before the verification is done)
-    order.install(after_verify=lambda: _flip(run / "results.ndjson"), before_reading=lambda: None)
-    before = _children()
-    code, out, err = cli("publish", run, "--to", f"{nats_server.url}/aef.late", "--create-stream", "--json",
-                         capsys=capsys)
-    # V came with the first frame; the digest, compared before D, refuses the export (exit 1) after the events
-    assert code == 1 and "[AEP-1]" in err and "the run changed after it was verified" in err, err
-    assert json.loads(out)["error"]["where"] == "results.ndjson"
-    # V came first: the destination was opened (the stream created, which happens only after V) and events may
-    # have gone out before the refusal; how many reached the stream depends on when the parent met the R frame
-    # (the connection is closed at the refusal with what nats-py still buffered: 0 is possible)
-    assert 0 <= stream_count(nats_server.url, "AEF_LATE") <= n
-    assert list(tmpdir_for_spill.iterdir()) == []
-    assert _children() <= before and order.gone()
+@pytest.mark.parametrize("workers", WORKERS)
+def test_blob_read_changed_then_restored_sends_nothing(nats_server, tmp_path, monkeypatch, capsys,
+                                                       tmpdir_for_spill, workers) -> None:
+    # the blob is changed while the lines are mapped (the explanation read from it) and put back before the
+    # verification hashes the blobs (after results.ndjson): the run verifies intact, but what the mapping read is
+    # not what was verified; the mapper's refusal comes before V
+    from aefgate.bus import pipeline
 
-
-def test_blob_changed_after_verification(nats_server, tmp_path, monkeypatch, capsys, tmpdir_for_spill) -> None:
     run = copy_run(RUN, tmp_path / "run")
     blob = next(p for p in (run / "blobs").rglob("*") if p.is_file())
-    order = _Order(tmp_path, monkeypatch)
-    order.install(verdict_after_export=True, before_reading=lambda: blob.write_bytes(b"not what was sealed\n"))
+    sealed = blob.read_bytes()
+    _workers(monkeypatch, workers)
+    real_begin, real_map_lines = pipeline._PublishMapper.begin, pipeline._PublishMapper.map_lines
+
+    def begin(self, doc, summary):
+        real_begin(self, doc, summary)
+        blob.write_bytes(b"not what was sealed\n")
+
+    def map_lines(self, lines, base):  # in the child, or in a worker process
+        try:
+            return real_map_lines(self, lines, base)
+        finally:
+            blob.write_bytes(sealed)
+
+    monkeypatch.setattr(pipeline._PublishMapper, "begin", begin)
+    monkeypatch.setattr(pipeline._PublishMapper, "map_lines", map_lines)
+    before = _children()
     code, out, err = cli("publish", run, "--to", f"{nats_server.url}/aef.blob", "--create-stream",
                          "--max-capture", "full", "--json", capsys=capsys)
     assert code == 1 and "the run changed after it was verified" in err, err
-    assert json.loads(out)["error"]["where"].startswith("blobs/sha256/")
+    assert json.loads(out)["error"]["where"] == f"blobs/sha256/{blob.parent.name}/{blob.name}"
     assert stream_count(nats_server.url, "AEF_BLOB") == -1
+    assert list(tmpdir_for_spill.iterdir()) == []
+    assert _children() <= before
 
 
-@pytest.mark.parametrize("cap", ["0", "1", "300000", "268435456", None])
-def test_buffer_bounds_give_the_same_messages(nats_server, tmp_path, monkeypatch, tmpdir_for_spill, cap) -> None:
-    # 0: no pre-export; 1: it stops after its first frame; 300000: after a few frames; 256 MiB (the suggested
-    # bound): the pre-export stopped by the verdict or done first; None: the default (no pre-export); each against
-    # the in-process producer
-    run = big_run(tmp_path, 3_000)
+def _decided_run(tmp_path, monkeypatch, lines: int = 3_000):
+    """A bench run with overlay decisions targeting lines of different ranges (AEP-12), cut in ranges of 64 KiB."""
+    from aefgate.formats.aef import overlays as ov
+    from aefgate.formats.aef import verifier
+
+    run = big_run(tmp_path, lines)
+    rids = [json.loads(x)["resultId"] for x in (run / "results.ndjson").read_bytes().splitlines()]
+    at = "2026-10-03T00:00:00Z"
+    ov.decide(run, kind="override", by="reviewer-42", reason="Judge misread the policy", result=rids[2500],
+              state="passed", at=at)
+    ov.decide(run, kind="approve", by="reviewer-42", reason="Reviewed", at=at)
+    ov.decide(run, kind="reject", by="reviewer-7", reason="Wrong", result=rids[7], at=at)
+    monkeypatch.setattr(verifier, "_RANGE", 64 * 1024)  # inherited by the child and its workers
+    assert (run / "results.ndjson").stat().st_size > 10 * 64 * 1024
+    return run
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_forked_pass_and_in_process_send_the_same(nats_server, tmp_path, monkeypatch, tmpdir_for_spill,
+                                                  workers) -> None:
+    # the pass in the child or in its worker processes (many ranges), with decision events numbered after the
+    # result events, against the in-process producer
+    run = _decided_run(tmp_path, monkeypatch)
     n = len(list(export_events(run)))
     before = _children()
     monkeypatch.setenv("AEFGATE_WORKERS", "0")
     rep = publish(run, f"{nats_server.url}/plain.s", create_stream=True)
-    monkeypatch.delenv("AEFGATE_WORKERS")
     assert rep.ok and rep.acked == n
-    if cap is not None:
-        monkeypatch.setenv("AEFGATE_PUBLISH_BUFFER", cap)
-    rep = publish(run, f"{nats_server.url}/capped.s", create_stream=True, spool=tmp_path / "sp")
+    _workers(monkeypatch, workers)
+    rep = publish(run, f"{nats_server.url}/forked.s", create_stream=True, spool=tmp_path / "sp")
     assert rep.ok and rep.acked == n and rep.pending == 0
-    assert stream_messages(nats_server.url, "CAPPED_S") == stream_messages(nats_server.url, "PLAIN_S")
+    forked = stream_messages(nats_server.url, "FORKED_S")
+    assert len(forked) == n and forked == stream_messages(nats_server.url, "PLAIN_S")
     assert list(tmpdir_for_spill.iterdir()) == []
     assert _children() <= before
+
+
+def test_a_producer_given_up_during_the_pass_ends_with_its_workers(tmp_path, monkeypatch, tmpdir_for_spill) -> None:
+    # the parent gives up before the verdict (an exception, an interrupt): the child is ended at once, and the
+    # verifier's worker processes with it (not left to finish the pass or to die on a broken pipe)
+    from aefgate.bus import pipeline
+
+    run = _decided_run(tmp_path, monkeypatch)
+    monkeypatch.setenv("AEFGATE_WORKERS", "2")
+    real = pipeline._PublishMapper.map_lines
+
+    def slow(self, lines, base):  # in the workers: the pass lasts
+        time.sleep(0.5)
+        return real(self, lines, base)
+
+    monkeypatch.setattr(pipeline._PublishMapper, "map_lines", slow)
+    p = Producer(run, {}, kind="nats", fmt="cloudevents", mode="structured", batch=1, spool_lines=False)
+    pid = p.pid
+
+    def grandchildren() -> set[int]:
+        out: set[int] = set()
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    out |= {int(x) for x in f.read().split()}
+            except OSError:  # a thread of the child's that ended meanwhile
+                pass
+        return out
+
+    deadline = time.monotonic() + 60
+    while len(grandchildren()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    workers = grandchildren()
+    assert len(workers) == 2
+    t0 = time.monotonic()
+    p.close()  # SIGTERM: the child unwinds at once (killed after 5 s, where Python missed the signal)
+    assert time.monotonic() - t0 < 8 and _gone(pid)
+
+    def running(w: int) -> bool:  # a zombie waits for init to reap it: it has ended
+        try:
+            with open(f"/proc/{w}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while any(running(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(running(w) for w in workers)
+    assert list(tmpdir_for_spill.iterdir()) == []
+
+
+def _all_items(p: Producer) -> tuple[list[list], BaseException | None]:
+    """Every chunk the producer gives, and the exception that ended them (None at the end)."""
+    chunks: list[list] = []
+
+    async def go():
+        async for chunk in p.chunks():
+            chunks.append(chunk)
+
+    try:
+        asyncio.run(go())
+    except Exception as e:  # noqa: BLE001 - returned to the test
+        return chunks, e
+    return chunks, None
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_frames_hold_every_event_in_order(tmp_path, monkeypatch, tmpdir_for_spill, workers) -> None:
+    from aefgate.bus.pipeline import FRAME
+
+    run = _decided_run(tmp_path, monkeypatch)
+    events = list(export_events(run))
+    _workers(monkeypatch, workers)
+    with Producer(run, {}, kind="nats", fmt="cloudevents", mode="structured", batch=1, spool_lines=True) as p:
+        p.verified()
+        chunks, error = _all_items(p)
+    assert error is None and p.done and p.count == len(events)
+    assert all(0 < len(c) <= FRAME for c in chunks)
+    items = [it for c in chunks for it in c]
+    assert [it.index for it in items] == list(range(len(events)))
+    assert [it.id for it in items] == [e["id"] for e in events]
+    assert list(tmpdir_for_spill.iterdir()) == []
 
 
 def test_structured_fast_path_is_codec_message() -> None:
@@ -436,17 +482,46 @@ def test_structured_fast_path_is_codec_message() -> None:
             (want.value.rule, want.value.message, want.value.where)
 
 
-def test_refusal_of_the_bridge_in_the_pre_export(nats_server, monkeypatch, tmpdir_for_spill) -> None:
-    # an agent the CloudEvents bridge refuses (a noncharacter; AEP-3 refuses control characters before): the
-    # pre-export meets the refusal before the verdict; it is raised after V, as in one process
+def test_refusal_of_the_bridge_after_the_events_before_it(nats_server, monkeypatch, tmpdir_for_spill) -> None:
+    # an agent the CloudEvents bridge refuses (a noncharacter; AEP-3 refuses control characters before): raised
+    # after V, as in one process
     got = []
-    for workers in (None, "0"):
-        if workers is not None:
-            monkeypatch.setenv("AEFGATE_WORKERS", workers)
+    for workers in (None, "2", "0"):
+        _workers(monkeypatch, workers)
         with pytest.raises(Refusal) as e:
             publish(RUN, f"{nats_server.url}/bridge.s{len(got)}", create_stream=True, agent="bad\ufdd0agent")
         got.append((e.value.rule, e.value.where, e.value.exit_code))
-    assert got[0] == got[1] and got[0][0] in ("B4", "CE-2")
+    assert got[0] == got[1] == got[2] and got[0][0] in ("B4", "CE-2")
+    assert list(tmpdir_for_spill.iterdir()) == []
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_refusal_of_the_bridge_midway(tmp_path, monkeypatch, tmpdir_for_spill, workers) -> None:
+    # a cause (AEP-7) the bridge refuses for the events of one case in the middle of the run: the producer gives
+    # exactly the events before the first of them, then the refusal, as the in-process producer does
+    from aefgate.bus.pipeline import encoded_items
+
+    run = _decided_run(tmp_path, monkeypatch)
+    lines = [json.loads(x) for x in (run / "results.ndjson").read_bytes().splitlines()]
+    case = lines[1800]["caseId"]
+    cmap = {case: "bad\ufdd0cause"}
+    events = list(export_events(run, cause_map=cmap))
+    k = next(i for i, e in enumerate(events) if e.get("cause") == "bad\ufdd0cause")
+    assert 1000 < k < len(events) - 100
+    spec = {"kind": "nats", "fmt": "cloudevents", "mode": "structured", "batch": 1, "spool_lines": False}
+    local = []
+    with pytest.raises(Refusal) as want:
+        for it in encoded_items(events, **spec):
+            local.append((it.id, it.headers, it.body))
+    assert len(local) == k
+    _workers(monkeypatch, workers)
+    with Producer(run, {"cause_map": cmap}, **spec) as p:
+        p.verified()  # the run verifies: V
+        chunks, error = _all_items(p)
+    assert isinstance(error, Refusal)
+    assert (error.rule, error.message, error.where, error.exit_code) == \
+        (want.value.rule, want.value.message, want.value.where, want.value.exit_code)
+    assert [(it.id, it.headers, it.body) for c in chunks for it in c] == local
     assert list(tmpdir_for_spill.iterdir()) == []
 
 

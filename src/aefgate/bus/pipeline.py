@@ -1,31 +1,30 @@
-"""The producer of ``aefgate publish``: verify, export and encode in forked processes (docs/design/bus.md,
-"Pipeline").
+"""The producer of ``aefgate publish``: verify, export and encode in a forked child, in one pass over the run
+(docs/design/bus.md, "Pipeline"; :mod:`aefgate.formats.aef.onepass`).
 
-:class:`Producer` forks a child process that checks the export's options (as ``export_events`` does) and forks two
-grandchildren: one verifies the run (AEP-1) and sends its verdict; the other (the pre-export: only when
-``AEFGATE_PUBLISH_BUFFER`` is set above 0, off by default), at the lowest priority, exports the run's events from
-the start without waiting for the verdict and encodes each into what the destination sends (NATS: the headers with
-``Nats-Msg-Id`` and the payload; HTTP one event per request: headers and body; HTTP batches: the AEP event itself,
-the sink encodes the batch), plus the spool line (``jsonio.dump_line`` of the AEP event) when there is a spool, as
-frames in an unlinked temporary file (at most ``AEFGATE_PUBLISH_BUFFER`` bytes). Without it the child exports
-everything after the verdict, with the same integrity checks.
-At the verdict the child stops the pre-export at a line's end; a refusal is sent on and the file dropped; an accepted
-verdict sends ``V``, the file's frames, then the rest of the export, made by the child from where the pre-export
-stopped. The parent reads the pipe in frames of :data:`FRAME` events (pickled: exact, and the cheapest to read back).
+:class:`Producer` forks a child process that checks the export's options (as ``export_events`` does), then runs the
+one pass itself: :func:`onepass.verify_mapping` verifies the run (AEP-1; with its own worker processes for a large
+run) while :class:`_PublishMapper` makes each checked result line's AEP events (as ``export_events`` makes them) and
+encodes each into what the destination sends (NATS: the headers with ``Nats-Msg-Id`` and the payload; HTTP one
+event per request: headers and body; HTTP batches: the AEP event itself, the sink encodes the batch), plus the
+spool line (``jsonio.dump_line`` of the AEP event) when there is a spool. The encoded events are pickled into the
+pipe's frames where they are made (in the worker processes for a large run) and appended to an unnamed temporary
+file: nothing is sent before the verdict. At the verdict the child sends a refusal (the file dropped unread), or
+``V``, the file's frames (``sendfile`` into the pipe), the decision events (AEP-12) and ``D``. The parent reads the
+pipe in frames of at most :data:`FRAME` events (pickled: exact, and the cheapest to read back).
 
-The export reads the run beside the verification, so it proves it read what was verified: run.json and every line
-of results.ndjson taken are hashed and compared with the verification's digests (those the seal records), the run
-hash (the seal's, read by the exporter) with the verdict's, and every blob read with its name; a mismatch is
-``AEP-1`` "the run changed after it was verified" (exit 1), before ``V`` when the export ended before the verdict
-(nothing is sent), else before ``D``.
+What is sent is what was verified: the mapper is handed the run.json the verification read and hashed and each
+result line as the verifier checked it (the lines' bytes hashed by the same reads, or, across worker processes,
+by each worker and again by the verifier: a difference is a framing problem, so the run is not intact); every blob
+read must hash to its name; the run hash the events are named with (AEP-4, the seal's) must be the verdict's.
+After the verdict the child reads nothing of the run.
 
 Frames: one kind byte, a 4-byte little-endian length, the pickled payload.
 
 - ``V`` the run verified and the options are accepted (always the first frame of a run that exports);
 - ``M`` a list of ``(id, headers, body, line, event)``, in export order;
-- ``R`` a refusal ``(rule, message, where, exit_code)``: before ``V`` (the run does not verify, a bad option, the
-  run changed and nothing was sent yet), or later (the run changed, an event the bridge refuses), after the events
-  before it;
+- ``R`` a refusal ``(rule, message, where, exit_code)``: before ``V`` (a bad option, the run does not verify or
+  changed during the pass, a refusal of the export's own: nothing is sent), or later (an event the bridge refuses,
+  as in one process where events are encoded as they are sent), after the events before it;
 - ``E`` an unexpected error in the child (its traceback), ``D`` the end (the number of events).
 
 Nothing is sent before ``V``: the parent reads it (:meth:`Producer.verified`, which raises the child's refusal
@@ -35,20 +34,17 @@ exactly as ``export_events`` would have) before it opens the destination.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import pickle
 import signal
 import struct
 import time
 import traceback
-from collections import deque
 from typing import Any, AsyncIterator, Iterable, Iterator
-
-import msgspec
 
 from aefgate.bus.sinks import Item
 from aefgate.errors import Refusal
+from aefgate.formats.aef.onepass import LineMapper
 
 FRAME = 256  # events per frame
 _HEAD = struct.Struct("<cI")
@@ -67,9 +63,13 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _send(fd: int, kind: bytes, payload: Any) -> None:
+def _frame(kind: bytes, payload: Any) -> bytes:
     blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-    _write_all(fd, _HEAD.pack(kind, len(blob)) + blob)
+    return _HEAD.pack(kind, len(blob)) + blob
+
+
+def _send(fd: int, kind: bytes, payload: Any) -> None:
+    _write_all(fd, _frame(kind, payload))
 
 
 def _encoder(kind: str, fmt: str, mode: str, batch: int, spool_lines: bool):
@@ -188,553 +188,149 @@ def encoded_items(events: Iterable[dict], *, kind: str, fmt: str, mode: str, bat
         yield it
 
 
-# -- the child: the verification and the pre-export in grandchildren ---------------------------------------------------
-
-# bytes of encoded frames the pre-export may hold in the temporary file (AEFGATE_PUBLISH_BUFFER; 0, the default: no
-# pre-export, the export follows the verdict; docs/design/bus.md, "Is it faster?")
-BUFFER = 0
-SUGGESTED_BUFFER = 256 << 20  # what AEFGATE_PUBLISH_BUFFER was by default until 2026-12-02 (about 240,000 events)
-QUEUE = 32 << 20  # bytes of frames made after the verdict waiting for the pipe (behind the file's), at most
-PRE_NICE = 19  # the pre-export's niceness where SCHED_IDLE is not available: it takes the CPU the verification leaves
-_DIGESTED = ("run.json", "results.ndjson")  # the sealed files the export reads whole (blobs: by their names)
-
-
-class _Stop(Exception):
-    """The child has sent its last frame (a refusal, an error): it ends."""
-
-
-def _buffer_cap() -> int:
-    """``AEFGATE_PUBLISH_BUFFER``, else :data:`BUFFER` (bytes; 0: no export before the verdict)."""
-    from aefgate.formats.aef.spill import bound
-
-    return bound("AEFGATE_PUBLISH_BUFFER", BUFFER)
+# -- the child: the one pass ------------------------------------------------------------------------------------------
 
 
 def _refusal_tuple(e: Refusal) -> tuple:
     return e.rule, e.message, e.where, e.exit_code
 
 
-def _changed(where: str) -> Refusal:
+class _PublishMapper(LineMapper):
+    """The one pass's mapper of ``publish`` (:mod:`aefgate.formats.aef.onepass`): the AEP events of each result
+    line (as ``aep_exporter._AepMapper`` makes them, numbered across lines), each encoded into what the sink sends
+    (:func:`_encoder`), as ready ``M`` frames of at most :data:`FRAME` items, pickled where the lines are mapped
+    (in the verifier's worker processes for a large run: the process running the pass only writes bytes);
+    :meth:`put` appends them to ``spool``, an unnamed temporary file that nothing sends before the verdict.
+
+    A refusal of the encoder's (an event the CloudEvents bridge refuses) is not the mapper's failure: it is kept
+    (:attr:`late`) with the frames of the events before it and sent after them, as in one process, where the
+    events are encoded as they are sent; the events of the lines after it are still made (so that a refusal of the
+    export's own, raised before anything is sent in one process, is met) but not encoded. A refusal of the
+    export's (``begin``: ``AEP-8``; a blob that is not what its name says: ``AEP-1``) is the mapper's failure,
+    sent before ``V`` (nothing is sent), as ``export_events`` raises it in one process."""
+
+    rule = "AEP-1"
+    counts = True
+
+    def __init__(self, checked: Any, run_hash: str | None, encode, spool: Any) -> None:
+        super().__init__()
+        self.checked, self.run_hash, self.encode, self.spool = checked, run_hash, encode, spool
+        self.seen: dict[str, tuple] = {}
+        self.size = 0  # bytes spooled: whole frames, from offset 0
+        self.n = 0  # items spooled
+        self.late: tuple | None = None  # the encoder's refusal, after the spooled items
+
+    def begin(self, run: dict, summary: dict | None) -> None:
+        from aefgate.converters.aep import exporter as aep_exporter
+        from aefgate.errors import EXIT_INTEGRITY
+
+        if self.run_hash is None:
+            raise Refusal("AEP-1", "the run has no seal to name its events by", "seal.json", exit_code=EXIT_INTEGRITY)
+        self.ctx, self.decisions, self.targets, self.redact = aep_exporter._context(self.checked, self.run_hash, run)
+        self.ctx.check_blobs = True  # a blob is read before the verification hashed it: it must hash to its name
+        self.result_events = aep_exporter._result_events
+
+    def count(self, data: bytes) -> int:
+        from aefgate.converters.aep import exporter as aep_exporter
+
+        return aep_exporter._count_events(data)
+
+    def map(self, lines: list[tuple[int, dict]], base: int | None) -> tuple:
+        ctx = self.ctx
+        if base is not None:
+            ctx.seq = base
+        seen: dict[str, tuple] = {}
+        encode, dumps, pack, frame = self.encode, pickle.dumps, _HEAD.pack, FRAME
+        frames: list[bytes] = []
+        out: list[tuple] = []
+        n = 0
+        late = self.late  # in this process: the encoder refused an earlier event (nothing after it is sent)
+        for ev in self.result_events(ctx, [line for _, line in lines], self.targets, seen, self.redact):
+            if late is not None:
+                continue  # after the encoder's refusal: only the export's own refusals matter
+            try:
+                out.append(encode(ev))
+            except Refusal as e:
+                late = _refusal_tuple(e)
+                continue
+            if len(out) >= frame:
+                blob = dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+                frames.append(pack(b"M", len(blob)))
+                frames.append(blob)
+                n += len(out)
+                out = []
+        if out:
+            blob = dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+            frames.append(pack(b"M", len(blob)))
+            frames.append(blob)
+            n += len(out)
+        return b"".join(frames), n, seen, ctx.seq, late
+
+    def put(self, payload: tuple) -> None:
+        if _STOPPING:  # SIGTERM, whose exception was lost (_terminated)
+            raise SystemExit(143)
+        data, n, seen, seq, late = payload
+        if self.late is not None:  # the encoder refused an earlier event: nothing after it is sent
+            return
+        if data:
+            _write_all(self.spool.fileno(), data)
+            self.size += len(data)
+            self.n += n
+        if seen:
+            self.seen.update(seen)
+        self.ctx.seq = seq  # where the decision events go on numbering (the lines may be mapped in workers)
+        self.late = late
+
+
+def _run(fd: int, checked: Any, policy: Any, encode) -> None:
+    """The child's work: the one pass (:func:`onepass.verify_mapping`: the verification, with its own worker
+    processes for a large run, while :class:`_PublishMapper` spools the encoded frames), then, by the verdict:
+    ``R`` (the run is not intact: the refusal ``export_events`` gives; a refusal of the export's; the run changed
+    during the pass) with nothing sent, or ``V``, the spooled frames, and the decision events (AEP-12) with ``D``
+    (or the encoder's refusal after the events before it)."""
+    import tempfile
+
+    from aefgate.converters.aep import exporter as aep_exporter
     from aefgate.errors import EXIT_INTEGRITY
-
-    return Refusal("AEP-1", "the run changed after it was verified", where, exit_code=EXIT_INTEGRITY)
-
-
-def _read_frame(fd: int) -> tuple[bytes, Any] | None:
-    """One frame from a blocking pipe, or None at its end."""
-    def exact(n: int) -> bytes | None:
-        chunks = []
-        while n:
-            b = os.read(fd, n)
-            if not b:
-                return None
-            chunks.append(b)
-            n -= len(b)
-        return b"".join(chunks)
-
-    head = exact(_HEAD.size)
-    if head is None:
-        return None
-    kind, size = _HEAD.unpack(head)
-    blob = exact(size)
-    return None if blob is None else (kind, pickle.loads(blob))
-
-
-def _fork(life, *args) -> int:
-    """Fork a grandchild running ``life(*args)``; its pid."""
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            life(*args)
-        except BaseException:
-            code = 70
-        finally:
-            os._exit(code)
-    return pid
-
-
-def _reap(pid: int, kill: bool = False) -> None:
-    if not pid:
-        return
-    if kill:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:  # pragma: no cover
-            pass
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:  # pragma: no cover
-        pass
-
-
-class _Lines:
-    """results.ndjson's lines from byte ``start`` (after ``taken`` lines), decoded as ``aep_exporter._verified_lines``
-    decodes them (a line that no longer decodes: the run changed, ``AEP-1``). ``taken``, ``consumed`` and ``digest``
-    account for the lines the consumer is done with (it asked for the next one, or the iteration ended): their
-    number, the offset after them, their bytes hashed on top of ``digest`` as given (the bytes before ``start``: at
-    the end of the file it is then the file's digest). ``eof``: every line was taken."""
-
-    def __init__(self, path: Any, start: int = 0, taken: int = 0, digest: Any = None) -> None:
-        self.path, self.start, self.taken = path, start, taken
-        self.digest = digest if digest is not None else hashlib.sha256()
-        self.consumed = start
-        self.eof = False
-
-    def __iter__(self) -> Iterator[dict]:
-        decode = msgspec.json.Decoder().decode
-        update = self.digest.update
-        lineno = self.taken
-        with open(self.path, "rb") as f:
-            f.seek(self.start)
-            carry = b""
-            while True:
-                chunk = f.read(1 << 20)
-                if not chunk:
-                    break
-                buf = carry + chunk if carry else chunk
-                parts = buf.split(b"\n")
-                carry = parts.pop()
-                view = memoryview(buf)
-                pos = 0
-                for raw in parts:
-                    lineno += 1
-                    try:
-                        line = decode(raw)
-                    except (msgspec.DecodeError, RecursionError):
-                        line = None
-                    if type(line) is not dict:
-                        raise _changed(f"results.ndjson:{lineno}")
-                    end = pos + len(raw) + 1
-                    yield line
-                    update(view[pos:end])  # done with: accounted
-                    self.taken = lineno
-                    self.consumed += end - pos
-                    pos = end
-                view.release()
-            if carry:
-                raise _changed(f"results.ndjson:{lineno + 1}")
-            self.eof = True
-
-
-def _setup(aep_exporter: Any, checked: Any, run_hash: str | None) -> tuple:
-    """What the export needs (``aep_exporter._context``), from run.json as read here and the run hash (the seal's, read
-    here, when None), with the run hash and run.json's digest: ``(ctx, decisions, targets, redact, run_hash,
-    run.json's sha256)``."""
-    from aefgate.formats.aef import jsonio
+    from aefgate.formats.aef.onepass import MappingError, verify_mapping
 
     root = checked.root
-    if run_hash is None:
-        with open(root / "seal.json", "rb") as f:
-            run_hash = msgspec.json.decode(f.read(jsonio.MAX_SEAL + 1), type=_SealHead).predicate.runHash
-    with open(root / "run.json", "rb") as f:
-        buf = f.read(jsonio.MAX_DOC + 1)
-    run = jsonio.loads(buf, max_size=jsonio.MAX_DOC)
-    ctx, decisions, targets, redact = aep_exporter._context(checked, run_hash, run)
-    ctx.check_blobs = True
-    return ctx, decisions, targets, redact, run_hash, hashlib.sha256(buf).hexdigest()
-
-
-class _SealPredicate(msgspec.Struct):
-    runHash: str  # noqa: N815
-
-
-class _SealHead(msgspec.Struct):
-    predicate: _SealPredicate
-
-
-# -- the grandchildren ------------------------------------------------------------------------------------------------
-
-
-def _verifier(fd: int, root: Any, policy: Any) -> None:
-    """The verifying grandchild: verify the run (AEP-1) and send the verdict: ``V`` with the run hash and the
-    digests the verification read for :data:`_DIGESTED` (those the seal records: the run is intact), or ``R``."""
-    from aefgate.converters.aep.exporter import _verify_intact
-
-    try:
+    with tempfile.TemporaryFile(prefix="aefgate-publish-", buffering=0) as spool:  # no name on Linux
+        mapper = _PublishMapper(checked, aep_exporter._sealed_run_hash(root), encode, spool)
         try:
-            v = _verify_intact(root, policy)
+            v = verify_mapping(root, mapper, policy=policy)
+            aep_exporter._check_intact(v, root)  # AEP-1: the refusal export_events gives
+            if mapper.failure is not None:
+                raise mapper.failure
+            if v.run_hash != mapper.run_hash:  # pragma: no cover - intact means the seal's run hash is the run's
+                raise Refusal("AEP-1", "the run changed during the export", str(root), exit_code=EXIT_INTEGRITY)
         except Refusal as e:
             _send(fd, b"R", _refusal_tuple(e))
             return
-        files = getattr(v.manifest, "_src", None)
-        digests: dict[str, str] = {}
-        if files is not None and hasattr(files, "digest"):
-            for name in _DIGESTED:
-                d = files.digest(name)
-                if d is not None:
-                    digests[name] = d[0]
-        else:  # pragma: no cover - a manifest over a list
-            digests = {path: h for path, h, _size in v.manifest.entries if path in _DIGESTED}
-        _send(fd, b"V", (v.run_hash, digests))
-    except BrokenPipeError:  # the child has gone
-        pass
-    except BaseException:
-        try:
-            _send(fd, b"E", traceback.format_exc())
-        except BaseException:
-            pass
-
-
-def _lowest_priority() -> None:
-    """This process runs only on CPU nobody else wants: ``SCHED_IDLE`` (Linux; allowed to any process, and this
-    process ends at the verdict: nothing to restore), else :data:`PRE_NICE` more niceness."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        return
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        pass
-    try:  # pragma: no cover
-        os.nice(PRE_NICE)
-    except OSError:  # pragma: no cover
-        pass
-
-
-def _pre_export(spill: int, cap: int, checked: Any, encode) -> None:
-    """The pre-exporting grandchild, at the lowest priority (:func:`_lowest_priority`): export and encode from the
-    start of the run into the temporary file ``spill``, as records (a frame's head and pickle): ``I`` what the export
-    set out with (the run hash, run.json's digest, the decisions and their targets), then ``M`` frames of whole
-    lines, each followed by a checkpoint ``C`` (the lines taken, the offset after them and their digest, the next
-    sequence number, the targets seen, ``eof``: the export is complete), until the end of the export or ``cap``
-    bytes; ``R`` a refusal met (after the events before it), ``X`` nothing done (its set-up failed: the child does
-    it again after the verdict), ``E`` an unexpected error. The child kills it at the verdict whatever it is doing
-    and goes on from the last checkpoint: it never waits for this process, which a busy machine may starve."""
-    from aefgate.converters.aep import exporter as aep_exporter
-
-    _lowest_priority()
-
-    def record(kind: bytes, payload: Any) -> int:
-        blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-        data = _HEAD.pack(kind, len(blob)) + blob
-        _write_all(spill, data)
-        return len(data)
-
-    try:
-        try:
-            ctx, decisions, targets, redact, run_hash, run_digest = _setup(aep_exporter, checked, None)
-        except Exception:  # met again by the child, after the verdict
-            record(b"X", None)
+        except MappingError as e:  # a bug of the mapping: its traceback
+            _send(fd, b"E", str(e))
             return
-        record(b"I", dict(run_hash=run_hash, run_digest=run_digest, decisions=decisions, targets=targets))
-        lines = _Lines(checked.root / "results.ndjson")
-        seen: dict[str, tuple] = {}
-        spilled = n = 0
-        out: list[tuple] = []
-        last = 0  # lines.taken at the previous event: it changes at a line's first event
-        try:
-            for ev in aep_exporter._result_events(ctx, lines, targets, seen, redact):
-                if lines.taken != last:
-                    last = lines.taken
-                    if len(out) >= FRAME:  # whole lines: a checkpoint after them
-                        spilled += record(b"M", out)
-                        n += len(out)
-                        out = []
-                        record(b"C", dict(taken=lines.taken, consumed=lines.consumed,
-                                          prefix=lines.digest.hexdigest(), seq=ctx.seq - 1, seen=seen, eof=False,
-                                          n=n))
-                        if spilled >= cap:
-                            return
-                out.append(encode(ev))
-            for ev in aep_exporter._decision_events(ctx, decisions, seen, redact):
-                out.append(encode(ev))
-        except Refusal as e:
-            if out:
-                record(b"M", out)
-            record(b"R", _refusal_tuple(e))
-            return
-        if out:
-            record(b"M", out)
-            n += len(out)
-        record(b"C", dict(taken=lines.taken, consumed=lines.consumed, prefix=lines.digest.hexdigest(), seq=ctx.seq,
-                          seen=seen, eof=True, n=n))
-    except BaseException:
-        try:
-            record(b"E", traceback.format_exc())
-        except BaseException:
-            pass
-
-
-def _scan(fd: int) -> tuple[dict | None, tuple[bytes, Any] | None, list[tuple[int, int]]]:
-    """The pre-export's file, read back after it ended: its ``I`` record, its last complete record other than a
-    frame (``C``, ``R``, ``X`` or ``E``; a record cut short by the kill is not complete) and the ``(offset,
-    length)`` of the ``M`` frames before that record."""
-    size = os.fstat(fd).st_size
-    offset = 0
-    init = last = None
-    frames: list[tuple[int, int]] = []
-    upto = 0
-    while offset + _HEAD.size <= size:
-        kind, length = _HEAD.unpack(os.pread(fd, _HEAD.size, offset))
-        end = offset + _HEAD.size + length
-        if end > size:
-            break
-        if kind == b"M":
-            frames.append((offset, end - offset))
-        else:
-            payload = pickle.loads(os.pread(fd, length, offset + _HEAD.size))
-            if kind == b"I":
-                init = payload
-            else:
-                last, upto = (kind, payload), len(frames)
-        offset = end
-    return init, last, frames[:upto]
-
-
-# -- the child --------------------------------------------------------------------------------------------------------
-
-
-class _Run:
-    """One child's work: the grandchildren, the temporary file, the pipe to the parent."""
-
-    def __init__(self, fd: int, checked: Any, policy: Any, encode) -> None:
-        self.fd, self.checked, self.encode = fd, checked, encode
-        self.vpid = self.epid = 0
-        self.vfd = -1
-        self.spill: Any = None
-        try:
-            rfd, wfd = os.pipe()
-            self.vpid = _fork(self._verifier_life, rfd, wfd, checked.root, policy)
-            os.close(wfd)
-            self.vfd = rfd
-            # what _context imports (verify_chain), once for the pre-export and this process, while the verifier works
-            from aefgate.formats.aef import overlays  # noqa: F401
-            cap = _buffer_cap()
-            if cap > 0:
-                import tempfile
-
-                self.spill = tempfile.TemporaryFile(prefix="aefgate-publish-", buffering=0)  # no name on Linux
-                self.epid = _fork(self._pre_life, cap)
-        except BaseException:
-            self.close()
-            raise
-
-    def _verifier_life(self, rfd: int, wfd: int, root: Any, policy: Any) -> None:
-        os.close(rfd)
-        os.close(self.fd)  # the pipe to the parent is the child's alone
-        _verifier(wfd, root, policy)
-
-    def _pre_life(self, cap: int) -> None:
-        os.close(self.fd)
-        os.close(self.vfd)
-        _pre_export(self.spill.fileno(), cap, self.checked, self.encode)
-
-    def close(self) -> None:
-        """Every grandchild reaped: the pre-export killed if still running (it holds nothing but the temporary
-        file), the verification waited for (it is not interrupted: it takes its worker processes down with it when
-        it ends); the temporary file closed (it never had a name)."""
-        _reap(self.epid, kill=True)
-        self.epid = 0
-        if self.vfd >= 0:
-            os.close(self.vfd)
-            self.vfd = -1
-        _reap(self.vpid)
-        self.vpid = 0
-        if self.spill is not None:
-            self.spill.close()
-            self.spill = None
-
-    # -- the steps -------------------------------------------------------------------------------------------------
-
-    def verdict(self) -> tuple[str, dict[str, str]]:
-        """Wait for the verdict; a refusal or an error is sent on (:class:`_Stop`); ``(run hash, digests)``."""
-        got = _read_frame(self.vfd)
-        os.close(self.vfd)
-        self.vfd = -1
-        _reap(self.vpid)
-        self.vpid = 0
-        if got is None:
-            got = (b"E", "the verification process ended without a verdict\n")
-        kind, payload = got
-        if kind != b"V":
-            _reap(self.epid, kill=True)
-            self.epid = 0
-            _send(self.fd, kind, payload)
-            raise _Stop
-        return payload
-
-    def refuse(self, e: Refusal) -> None:
-        _send(self.fd, b"R", _refusal_tuple(e))
-        raise _Stop
-
-    def run(self) -> None:
-        from aefgate.converters.aep import exporter as aep_exporter
-
-        try:  # while the grandchildren work; checked against the verdict, and made again when it does not fit
-            early = _setup(aep_exporter, self.checked, None)
-        except Exception:
-            early = None
-        run_hash, digests = self.verdict()
-
-        def setup() -> tuple:
-            got = early if early is not None and early[4] == run_hash else _setup(aep_exporter, self.checked, run_hash)
-            if got[5] != digests.get("run.json"):
-                self.refuse(_changed("run.json"))
-            return got
-
-        # the pre-export is stopped where it is (never waited for); its file read back
-        _reap(self.epid, kill=True)
-        self.epid = 0
-        init, last, frames = _scan(self.spill.fileno()) if self.spill is not None else (None, None, [])
-        kind, payload = last if last is not None else (b"X", None)
-        if kind in (b"R", b"C") and init is None:  # pragma: no cover - I is written first
-            kind, payload = b"X", None
-        if kind == b"E":
-            _send(self.fd, b"E", payload)
-            raise _Stop
-        if kind in (b"R", b"C"):
-            if init["run_hash"] != run_hash:
-                self.refuse(_changed("seal.json"))
-            if init["run_digest"] != digests.get("run.json"):
-                self.refuse(_changed("run.json"))
-        if kind == b"R":
-            if payload[0] == "AEP-1":  # the run changed after it was verified: nothing is sent
-                self.refuse(Refusal(payload[0], payload[1], payload[2], exit_code=payload[3]))
-            _send(self.fd, b"V", None)
-            feed = _Feed(self.fd, self.spill, frames)
-            self.spill = None
-            try:
-                feed.put(b"R", payload)  # after the events before it, as in one process
-            finally:
-                feed.finish()
-            return
-        if kind == b"C" and payload["eof"]:  # the whole export is in the file: its digest first, then it is sent
-            if payload["prefix"] != digests.get("results.ndjson"):
-                self.refuse(_changed("results.ndjson"))
-            _send(self.fd, b"V", None)
-            feed = _Feed(self.fd, self.spill, frames)
-            self.spill = None
-            try:
-                feed.put(b"D", payload["n"])
-            finally:
-                feed.finish()
-            return
-        if kind == b"C":  # the rest from the checkpoint: the bytes taken must still be the file's first ones
-            ctx, _decisions, _targets, redact, _rh, _rd = setup()
-            digest = _prefix_digest(self.checked.root / "results.ndjson", payload["consumed"])
-            if digest.hexdigest() != payload["prefix"]:
-                self.refuse(_changed("results.ndjson"))
-            ctx.seq = payload["seq"]
-            decisions, targets, seen = init["decisions"], init["targets"], payload["seen"]
-            lines = _Lines(self.checked.root / "results.ndjson", payload["consumed"], payload["taken"], digest)
-            n = payload["n"]
-        else:  # no checkpoint: everything from here
-            ctx, decisions, targets, redact, _rh, _rd = setup()
-            seen = {}
-            lines = _Lines(self.checked.root / "results.ndjson")
-            n = 0
-            frames = []
-        _send(self.fd, b"V", None)
-        # the file's frames and the next ones go to the pipe from a thread: the export goes on meanwhile
-        feed = _Feed(self.fd, self.spill, frames)
-        self.spill = None  # the feed's now
-        try:
-            encode, put = self.encode, feed.put
+        if _STOPPING:  # pragma: no cover - SIGTERM after the last batch, its exception lost (_terminated)
+            raise SystemExit(143)
+        # the decision events (AEP-12), numbered after the result events; what follows them, by the same rule
+        tail: list[bytes] = []
+        end: tuple[bytes, Any] = (b"R", mapper.late) if mapper.late is not None else (b"D", None)
+        if mapper.late is None:
             out: list[tuple] = []
             try:
-                for ev in aep_exporter._result_events(ctx, lines, targets, seen, redact):
-                    out.append(encode(ev))
-                    if len(out) >= FRAME:
-                        put(b"M", out)
-                        n += len(out)
-                        out = []
-                for ev in aep_exporter._decision_events(ctx, decisions, seen, redact):
-                    out.append(encode(ev))
+                for ev in aep_exporter._decision_events(mapper.ctx, mapper.decisions, mapper.seen, mapper.redact):
+                    out.append(mapper.encode(ev))
             except Refusal as e:
-                if out:
-                    put(b"M", out)
-                put(b"R", _refusal_tuple(e))
-                return
-            if out:
-                put(b"M", out)
-                n += len(out)
-            if lines.digest.hexdigest() != digests.get("results.ndjson"):
-                put(b"R", _refusal_tuple(_changed("results.ndjson")))
-                return
-            put(b"D", n)
-        finally:
-            feed.finish()
-
-
-class _Feed:
-    """The frames to the parent, written by a thread: the pre-export's frames first (``sendfile`` from its file),
-    then the frames :meth:`put` queues (pickled here), so that the export goes on while the parent reads the file's
-    frames. At most :data:`QUEUE` bytes wait in the queue (:meth:`put` waits beyond); an error of the thread's (the
-    parent has gone: ``EPIPE``) is raised by the next :meth:`put` or by :meth:`finish`."""
-
-    def __init__(self, fd: int, spill: Any, frames: list[tuple[int, int]]) -> None:
-        import threading
-
-        self.fd, self.spill, self.frames = fd, spill, frames
-        self.queue: deque = deque()
-        self.queued = 0
-        self.done = False
-        self.error: BaseException | None = None
-        self.cond = threading.Condition()
-        self.thread = threading.Thread(target=self._run, name="aefgate-feed", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        cond, queue = self.cond, self.queue
-        try:
-            if self.frames:
-                src = self.spill.fileno()
-                for offset, length in self.frames:
-                    _copy_file(src, self.fd, offset, length)
-            if self.spill is not None:
-                self.spill.close()
-                self.spill = None
-            while True:
-                with cond:
-                    while not queue and not self.done:
-                        cond.wait()
-                    if not queue:
-                        return
-                    data = queue.popleft()
-                    self.queued -= len(data)
-                    cond.notify_all()
-                _write_all(self.fd, data)
-        except BaseException as e:
-            with cond:
-                self.error = e
-                cond.notify_all()
-
-    def put(self, kind: bytes, payload: Any) -> None:
-        blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-        data = _HEAD.pack(kind, len(blob)) + blob
-        with self.cond:
-            while self.queued > QUEUE and self.error is None:
-                self.cond.wait()
-            if self.error is not None:
-                raise self.error
-            self.queue.append(data)
-            self.queued += len(data)
-            self.cond.notify_all()
-
-    def finish(self) -> None:
-        """Everything queued written (or the thread's error raised), the thread joined."""
-        with self.cond:
-            self.done = True
-            self.cond.notify_all()
-        self.thread.join()
-        if self.spill is not None:
-            self.spill.close()
-            self.spill = None
-        if self.error is not None:
-            raise self.error
-
-
-def _prefix_digest(path: Any, size: int) -> Any:
-    """SHA-256 of the first ``size`` bytes of the file (a hash object, to go on with)."""
-    h = hashlib.sha256()
-    with open(path, "rb", buffering=0) as f:
-        left = size
-        while left:
-            chunk = f.read(min(left, 1 << 22))
-            if not chunk:
-                raise _changed("results.ndjson")
-            h.update(chunk)
-            left -= len(chunk)
-    return h
+                end = (b"R", _refusal_tuple(e))
+            for i in range(0, len(out), FRAME):
+                tail.append(_frame(b"M", out[i:i + FRAME]))
+            if end[0] == b"D":
+                end = (b"D", mapper.n + len(out))
+        _send(fd, b"V", None)
+        _copy_file(spool.fileno(), fd, 0, mapper.size)
+        for data in tail:
+            _write_all(fd, data)
+        _send(fd, *end)
 
 
 def _copy_file(src: int, dst: int, offset: int, length: int) -> None:
@@ -759,10 +355,37 @@ def _copy_file(src: int, dst: int, offset: int, length: int) -> None:
         offset += len(chunk)
 
 
+def _child_signals() -> None:
+    """In the child: SIGINT as by default (an interrupt ends it), SIGTERM (from :meth:`Producer.close`) unwinds it
+    (:func:`_terminated`). In the processes it forks (the verification's workers) SIGTERM is the default again at
+    once, as their pool expects when it ends them with it (a handler in Python misses a signal that comes just
+    before a blocking call: a worker could wait forever on a lock its killed sibling held)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, _terminated)
+    os.register_at_fork(after_in_child=_default_signals)
+
+
+def _default_signals() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+_STOPPING = False  # the child was asked to end (SIGTERM)
+
+
+def _terminated(_signum: int, _frame: Any) -> None:
+    """SIGTERM in the child: unwind, as an exit does (the verification stops its worker processes and removes its
+    temporary files on the way; the temporary file of the frames has no name). Where Python ignores the exception
+    (a handler run inside an at-fork callback or a finalizer), the next batch the mapper is given raises it again
+    (:meth:`_PublishMapper.put`)."""
+    global _STOPPING
+    _STOPPING = True
+    raise SystemExit(143)
+
+
 def _child(fd: int, run_dir: Any, options: dict, kind: str, fmt: str, mode: str, batch: int,
            spool_lines: bool) -> None:
-    """The child's whole life: the options checked, the verification and the pre-export started in grandchildren,
-    the verdict awaited, then the pre-export's frames and the rest of the export streamed."""
+    """The child's whole life: the options checked (as ``export_events`` checks them, before the verification),
+    then the one pass and what follows the verdict (:func:`_run`)."""
     from aefgate.converters.aep import exporter as aep_exporter
 
     try:
@@ -773,15 +396,7 @@ def _child(fd: int, run_dir: Any, options: dict, kind: str, fmt: str, mode: str,
         except Refusal as e:
             _send(fd, b"R", _refusal_tuple(e))
             return
-        work = _Run(fd, checked, policy, _encoder(kind, fmt, mode, batch, spool_lines))
-        try:
-            work.run()
-        except _Stop:
-            pass
-        except Refusal as e:  # met after an accepted verdict (an option that depends on the run: AEP-8)
-            _send(fd, b"R", _refusal_tuple(e))
-        finally:
-            work.close()
+        _run(fd, checked, policy, _encoder(kind, fmt, mode, batch, spool_lines))
     except BrokenPipeError:  # the parent stopped reading (it gave up or was interrupted)
         pass
     except BaseException:
@@ -808,7 +423,7 @@ class Producer:
             code = 0
             try:
                 os.close(rfd)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                _child_signals()
                 _child(wfd, run_dir, options, kind, fmt, mode, batch, spool_lines)
             except BaseException:
                 code = 70
@@ -888,8 +503,11 @@ class Producer:
             self._transport = None
 
     def close(self) -> None:
-        """Stop reading and reap the child: a child still exporting gets a broken pipe at its next write and
-        ends (its own workers with it); one that does not end within 10 s is killed."""
+        """Stop reading and reap the child. A child that has not sent its last frame (the parent gave up: a
+        refusal, an exception, an interrupt; the pass may have seconds to go) is ended with ``SIGTERM``, which
+        it unwinds from, ending its worker processes (:func:`_terminated`), and killed if it has not ended within
+        5 s (its workers then end when they find its pipes closed); a child that had sent its last frame is given
+        10 s."""
         if self._transport is not None:
             self._transport.close()
             self._transport = None
@@ -897,7 +515,14 @@ class Producer:
             os.close(self._fd)
             self._fd = -1
         if self.pid:
-            deadline = time.monotonic() + 10.0
+            patience = 10.0
+            if not self.done:
+                patience = 5.0  # unwinding takes milliseconds; the rest is the rare signal Python did not act on
+                try:
+                    os.kill(self.pid, signal.SIGTERM)
+                except ProcessLookupError:  # pragma: no cover - not reaped yet: it exists
+                    pass
+            deadline = time.monotonic() + patience
             while True:
                 try:
                     pid, _status = os.waitpid(self.pid, os.WNOHANG)
