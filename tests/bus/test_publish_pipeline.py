@@ -188,11 +188,12 @@ def test_http_batches_from_the_child_with_a_spool(tmp_path) -> None:
 
 # -- the one pass in the child (docs/design/bus.md, "Pipeline") -------------------------------------------------------
 #
-# The child verifies the run with pipeline._PublishMapper: every checked line's events are encoded and spooled into
-# an unnamed temporary file during the verification; nothing is sent before the verdict. The tests change the run
+# The child verifies the run with pipeline._PublishMapper: every checked line (with the explanation read from its
+# reasoning blob) is spooled into an unnamed temporary file during the verification; nothing is sent before the
+# verdict, and the events are made from the spool after it. The tests change the run
 # during the pass by wrapping the mapper's methods (patched before the fork: the child and the verifier's worker
 # processes inherit them). AEFGATE_WORKERS=2 makes the verifier use two worker processes even for a small run (the
-# lines are then mapped and encoded in them); unset, a small run is verified and mapped in the child itself.
+# lines are then spooled by them); unset, a small run is verified and spooled in the child itself.
 
 WORKERS = [None, "2"]
 
@@ -235,7 +236,7 @@ def _workers(monkeypatch, workers: str | None) -> None:
 
 
 def _mark_spooled(monkeypatch, marker) -> None:
-    """``marker`` is made when the child has spooled encoded frames (during the pass, before the verdict)."""
+    """``marker`` is made when the child has spooled checked lines (during the pass, before the verdict)."""
     from aefgate.bus import pipeline
 
     real_put = pipeline._PublishMapper.put
@@ -260,7 +261,7 @@ def test_run_that_does_not_verify_sends_nothing(nats_server, tmp_path, monkeypat
     code, _out, err = cli("publish", run, "--to", f"{nats_server.url}/aef.bad2", "--create-stream", "--spool",
                          tmp_path / "sp", "--json", capsys=capsys)
     assert code == 1 and "[AEP-1]" in err and "only a run that verifies intact" in err, err
-    assert spooled.exists()  # the events were made and spooled during the pass, before the verdict
+    assert spooled.exists()  # the lines were checked and spooled during the pass, before the verdict
     assert stream_count(nats_server.url, "AEF_BAD2") == -1  # nothing sent, no stream created
     assert not (tmp_path / "sp").exists()
     assert list(tmpdir_for_spill.iterdir()) == []  # the temporary file is gone (it never had a name)
@@ -544,3 +545,36 @@ def test_nats_header_blocks_of_the_encoder_are_nats_header_block() -> None:
             got = encode(ev)
             assert got[1] == codec.nats_header_block(headers) and got[2] == body, (fmt, mode, eid)
     assert b"Nats-Msg-Id: a  b\r\n" in _encoder("nats", "aep", "structured", 1, False)(dict(base, id="a\r\nb"))[1]
+
+
+def test_spooled_lines_come_back_exactly(tmp_path) -> None:
+    # the pass keeps each batch of checked lines in the child's temporary file (msgpack; pickle for an integer
+    # beyond 64 bits, which msgpack does not hold): what comes back after the verdict is exactly what was checked,
+    # with the explanations read in the pass (AEP-9: the reasoning blob's text, at a full ceiling)
+    import tempfile
+
+    import msgspec
+
+    from aefgate.bus import pipeline
+    from aefgate.converters.aep import exporter as aep_exporter
+    from aefgate.formats.aef import jsonio
+
+    run = copy_run(RUN, tmp_path / "run")
+    lines = [jsonio.loads(x) for x in (run / "results.ndjson").read_bytes().splitlines()]
+    checked = aep_exporter._check_options(run, max_capture="full")
+    with tempfile.TemporaryFile(buffering=0) as spool:
+        m = pipeline._PublishMapper(checked, aep_exporter._sealed_run_hash(run), None, spool)
+        m.begin(jsonio.loads((run / "run.json").read_bytes()), None)
+        expls = [m.ctx.explanation(line) for line in lines]
+        assert any(e is not None for e in expls)  # the run has reasoning blobs
+        big = [dict(lines[0], ext={"n": 2**70, "m": -(2**64), "f": 0.1 + 0.2, "s": "\u00e9\U0001f600"})]
+        with pytest.raises(OverflowError):
+            msgspec.msgpack.encode(big)
+        batches = [list(enumerate(lines[:2], 1)), list(enumerate(lines[2:], 3)), [(99, big[0])]]
+        for b in batches:
+            m.put(m.map(b, None))
+        back = list(pipeline._spooled_lines(spool, m.size))
+    assert [x[0] for x in back] == [[d for _, d in b] for b in batches]
+    assert back[0][1] + back[1][1] == expls and back[2][1] == [expls[0]]
+    got = back[2][0][0]["ext"]
+    assert type(got["n"]) is int and got["n"] == 2**70 and got["m"] == -(2**64) and got["f"] == 0.1 + 0.2

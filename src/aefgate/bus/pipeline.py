@@ -3,14 +3,14 @@
 
 :class:`Producer` forks a child process that checks the export's options (as ``export_events`` does), then runs the
 one pass itself: :func:`onepass.verify_mapping` verifies the run (AEP-1; with its own worker processes for a large
-run) while :class:`_PublishMapper` makes each checked result line's AEP events (as ``export_events`` makes them) and
-encodes each into what the destination sends (NATS: the headers with ``Nats-Msg-Id`` and the payload; HTTP one
-event per request: headers and body; HTTP batches: the AEP event itself, the sink encodes the batch), plus the
-spool line (``jsonio.dump_line`` of the AEP event) when there is a spool. The encoded events are pickled into the
-pipe's frames where they are made (in the worker processes for a large run) and appended to an unnamed temporary
-file: nothing is sent before the verdict. At the verdict the child sends a refusal (the file dropped unread), or
-``V``, the file's frames (``sendfile`` into the pipe), the decision events (AEP-12) and ``D``. The parent reads the
-pipe in frames of at most :data:`FRAME` events (pickled: exact, and the cheapest to read back).
+run) while :class:`_PublishMapper` keeps each batch of checked result lines (with the explanations read from their
+reasoning blobs) in an unnamed temporary file: nothing is sent before the verdict. At the verdict the child sends a
+refusal (the file dropped unread), or ``V`` and then makes the AEP events from the file (as ``export_events`` makes
+them), encodes each into what the destination sends (NATS: the headers with ``Nats-Msg-Id`` and the payload; HTTP
+one event per request: headers and body; HTTP batches: the AEP event itself, the sink encodes the batch; plus the
+spool line, ``jsonio.dump_line`` of the AEP event, when there is a spool) and sends them, then the decision events
+(AEP-12) and ``D``, while the parent sends the events before them. The parent reads the pipe in frames of at most
+:data:`FRAME` events (pickled: exact, and the cheapest to read back).
 
 What is sent is what was verified: the mapper is handed the run.json the verification read and hashed and each
 result line as the verifier checked it (the lines' bytes hashed by the same reads, or, across worker processes,
@@ -41,6 +41,8 @@ import struct
 import time
 import traceback
 from typing import Any, AsyncIterator, Iterable, Iterator
+
+import msgspec
 
 from aefgate.bus.sinks import Item
 from aefgate.errors import Refusal
@@ -196,29 +198,28 @@ def _refusal_tuple(e: Refusal) -> tuple:
 
 
 class _PublishMapper(LineMapper):
-    """The one pass's mapper of ``publish`` (:mod:`aefgate.formats.aef.onepass`): the AEP events of each result
-    line (as ``aep_exporter._AepMapper`` makes them, numbered across lines), each encoded into what the sink sends
-    (:func:`_encoder`), as ready ``M`` frames of at most :data:`FRAME` items, pickled where the lines are mapped
-    (in the verifier's worker processes for a large run: the process running the pass only writes bytes);
-    :meth:`put` appends them to ``spool``, an unnamed temporary file that nothing sends before the verdict.
+    """The one pass's mapper of ``publish`` (:mod:`aefgate.formats.aef.onepass`): each batch of checked result
+    lines is kept as it was verified (the decoded lines, with the explanation each line's events carry, AEP-9,
+    read from its reasoning blob now: a blob that is not what its name says is the export's refusal, ``AEP-1``,
+    before anything is sent), packed where the lines are checked (msgpack, exact for every value a verified line
+    holds; pickle for an integer beyond 64 bits) and appended by :meth:`put` to ``spool``, an unnamed temporary
+    file that nothing sends before the verdict.
 
-    A refusal of the encoder's (an event the CloudEvents bridge refuses) is not the mapper's failure: it is kept
-    (:attr:`late`) with the frames of the events before it and sent after them, as in one process, where the
-    events are encoded as they are sent; the events of the lines after it are still made (so that a refusal of the
-    export's own, raised before anything is sent in one process, is met) but not encoded. A refusal of the
-    export's (``begin``: ``AEP-8``; a blob that is not what its name says: ``AEP-1``) is the mapper's failure,
-    sent before ``V`` (nothing is sent), as ``export_events`` raises it in one process."""
+    The events are made and encoded after the verdict, from the spool, while the parent sends them
+    (:func:`_send_spooled`): the pass costs about what the verification alone costs, and the mapping overlaps the
+    sending (docs/design/bus.md, "Pipeline"). What is mapped is still only what was verified: the lines as the
+    verifier checked them (never read again from the run), the explanations read and hashed during the pass, the
+    run.json and overlay decisions read at :meth:`begin`. A refusal of the export's (``begin``: ``AEP-8``; a blob
+    that is not what its name says: ``AEP-1``) is the mapper's failure, sent before ``V`` (nothing is sent), as
+    ``export_events`` raises it in one process."""
 
     rule = "AEP-1"
-    counts = True
+    counts = False  # numbered after the verdict, in line order, in the child
 
     def __init__(self, checked: Any, run_hash: str | None, encode, spool: Any) -> None:
         super().__init__()
         self.checked, self.run_hash, self.encode, self.spool = checked, run_hash, encode, spool
-        self.seen: dict[str, tuple] = {}
-        self.size = 0  # bytes spooled: whole frames, from offset 0
-        self.n = 0  # items spooled
-        self.late: tuple | None = None  # the encoder's refusal, after the spooled items
+        self.size = 0  # bytes spooled: whole records, from offset 0
 
     def begin(self, run: dict, summary: dict | None) -> None:
         from aefgate.converters.aep import exporter as aep_exporter
@@ -228,66 +229,92 @@ class _PublishMapper(LineMapper):
             raise Refusal("AEP-1", "the run has no seal to name its events by", "seal.json", exit_code=EXIT_INTEGRITY)
         self.ctx, self.decisions, self.targets, self.redact = aep_exporter._context(self.checked, self.run_hash, run)
         self.ctx.check_blobs = True  # a blob is read before the verification hashed it: it must hash to its name
-        self.result_events = aep_exporter._result_events
+        self.packer = msgspec.msgpack.Encoder()
 
-    def count(self, data: bytes) -> int:
-        from aefgate.converters.aep import exporter as aep_exporter
-
-        return aep_exporter._count_events(data)
-
-    def map(self, lines: list[tuple[int, dict]], base: int | None) -> tuple:
+    def map(self, lines: list[tuple[int, dict]], base: int | None) -> bytes:
+        docs = [line for _, line in lines]
         ctx = self.ctx
-        if base is not None:
-            ctx.seq = base
-        seen: dict[str, tuple] = {}
-        encode, dumps, pack, frame = self.encode, pickle.dumps, _HEAD.pack, FRAME
-        frames: list[bytes] = []
-        out: list[tuple] = []
-        n = 0
-        late = self.late  # in this process: the encoder refused an earlier event (nothing after it is sent)
-        for ev in self.result_events(ctx, [line for _, line in lines], self.targets, seen, self.redact):
-            if late is not None:
-                continue  # after the encoder's refusal: only the export's own refusals matter
-            try:
-                out.append(encode(ev))
-            except Refusal as e:
-                late = _refusal_tuple(e)
-                continue
-            if len(out) >= frame:
-                blob = dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
-                frames.append(pack(b"M", len(blob)))
-                frames.append(blob)
-                n += len(out)
-                out = []
-        if out:
-            blob = dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
-            frames.append(pack(b"M", len(blob)))
-            frames.append(blob)
-            n += len(out)
-        return b"".join(frames), n, seen, ctx.seq, late
+        expls = [ctx.explanation(line) for line in docs] if ctx.text else None  # AEP-9: read (and hashed) now
+        record = [docs, expls]
+        try:
+            blob, kind = self.packer.encode(record), b"m"
+        except OverflowError:  # an integer msgpack does not hold: exact in pickle
+            blob, kind = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL), b"p"
+        return _HEAD.pack(kind, len(blob)) + blob
 
-    def put(self, payload: tuple) -> None:
+    def put(self, payload: bytes) -> None:
         if _STOPPING:  # SIGTERM, whose exception was lost (_terminated)
             raise SystemExit(143)
-        data, n, seen, seq, late = payload
-        if self.late is not None:  # the encoder refused an earlier event: nothing after it is sent
+        _write_all(self.spool.fileno(), payload)
+        self.size += len(payload)
+
+
+def _spooled_lines(spool: Any, size: int) -> Iterator[tuple[list[dict], list | None]]:
+    """The batches :meth:`_PublishMapper.put` spooled, in line order: ``(lines, explanations or None)``."""
+    unpack = msgspec.msgpack.Decoder().decode
+    head = _HEAD.size
+    with open(os.dup(spool.fileno()), "rb", buffering=1 << 20) as f:
+        f.seek(0)
+        offset = 0
+        while offset < size:
+            kind, n = _HEAD.unpack(f.read(head))
+            blob = f.read(n)
+            if len(blob) != n:  # pragma: no cover - the file is shorter than written
+                raise ProducerError("the temporary file of the export is shorter than written")
+            offset += head + n
+            lines, expls = unpack(blob) if kind == b"m" else pickle.loads(blob)
+            yield lines, expls
+
+
+def _send_spooled(fd: int, mapper: _PublishMapper) -> None:
+    """After ``V``: the result events of the spooled lines (as ``export_events`` makes them, numbered in line
+    order), then the decision events (AEP-12), each encoded into what the sink sends, in ``M`` frames of at most
+    :data:`FRAME` items, then ``D``; an event the encoder refuses (the CloudEvents bridge) ends them with its
+    refusal ``R`` after the events before it, as in one process, where the events are encoded as they are sent."""
+    from aefgate.converters.aep import exporter as aep_exporter
+
+    ctx, encode, redact, targets = mapper.ctx, mapper.encode, mapper.redact, mapper.targets
+    seen: dict[str, tuple] = {}
+    current: dict[int, Any] = {}
+    ctx.explanation = lambda line: current[id(line)]  # noqa: E731 - the explanations read during the pass
+    out: list[tuple] = []
+    n = 0
+
+    def flush() -> None:
+        nonlocal out, n
+        if out:
+            _send(fd, b"M", out)
+            n += len(out)
+            out = []
+
+    def events() -> Iterator[dict]:
+        for lines, expls in _spooled_lines(mapper.spool, mapper.size):
+            if _STOPPING:  # pragma: no cover - SIGTERM, its exception lost (_terminated)
+                raise SystemExit(143)
+            current.clear()
+            if expls is not None:
+                current.update(zip(map(id, lines), expls))
+            yield from aep_exporter._result_events(ctx, lines, targets, seen, redact)
+        yield from aep_exporter._decision_events(ctx, mapper.decisions, seen, redact)
+
+    for ev in events():
+        try:
+            out.append(encode(ev))
+        except Refusal as e:
+            flush()
+            _send(fd, b"R", _refusal_tuple(e))
             return
-        if data:
-            _write_all(self.spool.fileno(), data)
-            self.size += len(data)
-            self.n += n
-        if seen:
-            self.seen.update(seen)
-        self.ctx.seq = seq  # where the decision events go on numbering (the lines may be mapped in workers)
-        self.late = late
+        if len(out) >= FRAME:
+            flush()
+    flush()
+    _send(fd, b"D", n)
 
 
 def _run(fd: int, checked: Any, policy: Any, encode) -> None:
     """The child's work: the one pass (:func:`onepass.verify_mapping`: the verification, with its own worker
-    processes for a large run, while :class:`_PublishMapper` spools the encoded frames), then, by the verdict:
+    processes for a large run, while :class:`_PublishMapper` spools the checked lines), then, by the verdict:
     ``R`` (the run is not intact: the refusal ``export_events`` gives; a refusal of the export's; the run changed
-    during the pass) with nothing sent, or ``V``, the spooled frames, and the decision events (AEP-12) with ``D``
-    (or the encoder's refusal after the events before it)."""
+    during the pass) with nothing sent, or ``V`` and the events made from the spool (:func:`_send_spooled`)."""
     import tempfile
 
     from aefgate.converters.aep import exporter as aep_exporter
@@ -312,47 +339,8 @@ def _run(fd: int, checked: Any, policy: Any, encode) -> None:
             return
         if _STOPPING:  # pragma: no cover - SIGTERM after the last batch, its exception lost (_terminated)
             raise SystemExit(143)
-        # the decision events (AEP-12), numbered after the result events; what follows them, by the same rule
-        tail: list[bytes] = []
-        end: tuple[bytes, Any] = (b"R", mapper.late) if mapper.late is not None else (b"D", None)
-        if mapper.late is None:
-            out: list[tuple] = []
-            try:
-                for ev in aep_exporter._decision_events(mapper.ctx, mapper.decisions, mapper.seen, mapper.redact):
-                    out.append(mapper.encode(ev))
-            except Refusal as e:
-                end = (b"R", _refusal_tuple(e))
-            for i in range(0, len(out), FRAME):
-                tail.append(_frame(b"M", out[i:i + FRAME]))
-            if end[0] == b"D":
-                end = (b"D", mapper.n + len(out))
         _send(fd, b"V", None)
-        _copy_file(spool.fileno(), fd, 0, mapper.size)
-        for data in tail:
-            _write_all(fd, data)
-        _send(fd, *end)
-
-
-def _copy_file(src: int, dst: int, offset: int, length: int) -> None:
-    """``length`` bytes of the file ``src`` from ``offset`` into the pipe ``dst``: ``sendfile``, else read/write."""
-    size = offset + length
-    try:
-        while offset < size:
-            n = os.sendfile(dst, src, offset, min(size - offset, 1 << 30))
-            if n == 0:  # pragma: no cover - the file is shorter than written
-                raise ProducerError("the temporary file of the export is shorter than written")
-            offset += n
-        return
-    except BrokenPipeError:
-        raise
-    except (OSError, AttributeError):  # pragma: no cover - no sendfile to a pipe here
-        pass
-    while offset < size:  # pragma: no cover
-        chunk = os.pread(src, min(size - offset, 1 << 20), offset)
-        if not chunk:
-            raise ProducerError("the temporary file of the export is shorter than written")
-        _write_all(dst, chunk)
-        offset += len(chunk)
+        _send_spooled(fd, mapper)
 
 
 def _child_signals() -> None:
