@@ -41,7 +41,10 @@ def grader_of(line: Mapping[str, Any], calibrated: Iterable[str] = frozenset()) 
     """The AIGP grader of a result line: its annotator's kind mapped (``KIND_TO_GRADER``); a node with children
     (``aggregation``) and no annotator of its own is ``COMPOSITE`` (RFC-032 §5.4: it aggregates its children's
     graders, so a tree mixing kinds is COMPOSITE at its root); ``OTHER``, or a leaf with no annotator, has none.
-    A MODEL grader is ``UNCALIBRATED`` unless its ``annotator.model`` is a calibrated judge of the run."""
+    A MODEL grader is ``UNCALIBRATED`` unless its ``annotator.model`` is a calibrated judge of the run.
+
+    It depends on ``annotator.kind``, ``annotator.model`` and whether the line has an ``aggregation``, nothing else:
+    the AEP export caches it by those three (``aep.exporter._Export.aef_shared``); change both together."""
     ann = line.get("annotator")
     kind = ann.get("kind") if isinstance(ann, Mapping) else None
     if kind is None:

@@ -50,6 +50,7 @@ class _Export:
         self.calibrated = calibrated_models(run)
         self.seq = 0
         self.check_blobs = False  # a blob read must hash to its name (set by an export beside the verification)
+        self._graders: dict[tuple, dict | None] = {}  # aef_shared: the grader of (kind, model, aggregation)
 
     def envelope(self, eid: str, etype: str, time: str, run: str | None, cause: str | None,
                  traceparent: str | None, severity: str, data: dict) -> dict:
@@ -118,6 +119,54 @@ class _Export:
             ann = line["annotator"]
             a["annotator"] = {k: v for k, v in ann.items() if k != "promptHash"}  # AEP-9
         g = grader_of(line, self.calibrated)  # AEP-10: the AIGP grader type (converters/aigp.py, the one place)
+        if g is not None:
+            a["grader"] = g
+        if "traceLink" in present:
+            tl = line["traceLink"]
+            if "spanId" not in tl and "traceId" in tl:
+                a["traceId"] = tl["traceId"]
+        return a
+
+
+    def aef_shared(self, line: Mapping[str, Any]) -> dict:
+        """:meth:`aef_object`, for events that are only encoded (:func:`_encode_fast`): the same members in the same
+        order, but the annotator (without ``promptHash``) and the grader may be objects shared between events."""
+        a: dict[str, Any] = {"path": line["path"]}
+        present = _AEF_KEYS.intersection(line)
+        if present:
+            if "trial" in present:
+                a["trial"] = line["trial"]
+            if "trials" in present:
+                a["trials"] = line["trials"]
+            if "parentResultId" in present and line["parentResultId"]:
+                a["parent"] = line["parentResultId"]
+            for k in _AEF_COPY:
+                if k in present:
+                    a[k] = line[k]
+        version = line["evaluator"].get("version")
+        if version is not None:
+            a["evaluatorVersion"] = version
+        ann = line.get("annotator")
+        if "annotator" in present:
+            a["annotator"] = ann if type(ann) is dict and "promptHash" not in ann else {
+                k: v for k, v in ann.items() if k != "promptHash"}
+        if type(ann) is dict:  # the grader depends on the kind, the model and (no kind) on aggregation only
+            key = (ann.get("kind"), ann.get("model"), "aggregation" in line)
+        elif ann is None:
+            key = (None, None, "aggregation" in line)
+        else:
+            key = None
+        if key is None:
+            g = grader_of(line, self.calibrated)
+        else:
+            try:
+                g = self._graders[key]
+            except KeyError:
+                g = grader_of(line, self.calibrated)
+                if len(self._graders) < 256:  # a few kinds and models in a run: the cache stays small
+                    self._graders[key] = g
+            except TypeError:  # a kind or model that is not hashable: not cached
+                g = grader_of(line, self.calibrated)
         if g is not None:
             a["grader"] = g
         if "traceLink" in present:
@@ -267,9 +316,18 @@ def _spooled(spool, mapper: "_AepMapper") -> Iterator[dict]:
 
 
 def _result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
-                   seen_targets: dict[str, tuple[str, str, Any, str]], redact) -> Iterator[dict]:
+                   seen_targets: dict[str, tuple[str, str, Any, str]], redact, structs: bool = False) -> Iterator[Any]:
     """AEP-2 .. AEP-11: the events of result lines, in order; numbered from ``ctx.seq``. Notes in ``seen_targets``
-    the lines that overlay decisions target (AEP-12)."""
+    the lines that overlay decisions target (AEP-12).
+
+    ``structs`` (only for :func:`_encode_fast`, never with ``redact``): the common event (an evaluation, the plain
+    envelope) is made as :class:`_EvalEvent` / :class:`_EvalData` structs instead of dicts; they encode to the same
+    bytes as the dicts (the same members in the same order, the constant members pre-encoded once)."""
+    if structs:
+        k_aep, k_source, k_agent, k_session, k_capture = (
+            msgspec.Raw(_LINES_ENCODER.encode(v)) for v in (AEP_VERSION, ctx.source, ctx.agent, ctx.run_id,
+                                                            ctx.ceiling))
+        unset = msgspec.UNSET
     text = ctx.text
     prefix = ctx.prefix
     cmap = ctx.cause_map
@@ -280,7 +338,7 @@ def _result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
         rid = line["resultId"]
         case = line["caseId"]
         state = line["state"]
-        aef = ctx.aef_object(line)
+        aef = ctx.aef_shared(line) if structs else ctx.aef_object(line)
         time = line.get("endedAt") or line.get("startedAt") or run_time
         cause = (cmap.get(rid) or cmap.get(case)) if cmap else None
         tp = _traceparent(line) if "traceLink" in line else None
@@ -289,6 +347,7 @@ def _result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
         else:
             sev = state_sev.get(state, "info")
         expl = ctx.explanation(line) if text else None
+        fast = structs and plain and cause is None and tp is None
         evaluator = line["evaluator"]["id"]
         scores = line.get("scores") or ()
         ann = line.get("annotator")
@@ -316,6 +375,16 @@ def _result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
                 a["evaluator"] = evaluator  # the feedback type has no evaluator field (AEP-10)
                 data["aef"] = a
                 eid, etype = f"{prefix}{rid}-f{k}", T_FEEDBACK
+            elif fast:  # the common event as structs: the same members in the same order, no dicts
+                eid = f"{prefix}{rid}-e{k}"
+                if first_id is None:
+                    first_id = eid
+                yield _EvalEvent(k_aep, eid, T_EVAL, time, k_source, k_agent, k_session, case, ctx.seq, 0, sev,
+                                 k_capture, _EvalData(score["metric"] if score is not None else line["path"],
+                                                      score["value"] if score is not None else unset, state,
+                                                      expl if expl is not None else unset, evaluator, a))
+                ctx.seq += 1
+                continue
             else:
                 data = {"gen_ai.evaluation.name": score["metric"] if score is not None else line["path"]}
                 if score is not None:
@@ -487,15 +556,19 @@ class _AepMapper(LineMapper):
             ctx.seq = base
         seen: dict[str, tuple[str, str, Any, str]] = {}
         encode = self.encode
-        blobs: list[bytes] = []
-        batch: list[dict] = []
-        for ev in _result_events(ctx, [line for _, line in lines], self.targets, seen, self.redact):
-            batch.append(ev)
-            if len(batch) >= _BATCH:
+        docs = [line for _, line in lines]
+        if encode is _encode and self.redact is None:  # the plain AEP lines: the common events as structs
+            blobs = _encode_fast(ctx, docs, self.targets, seen)
+        else:
+            blobs = []
+            batch: list[dict] = []
+            for ev in _result_events(ctx, docs, self.targets, seen, self.redact):
+                batch.append(ev)
+                if len(batch) >= _BATCH:
+                    blobs.append(encode(batch))
+                    batch = []
+            if batch:
                 blobs.append(encode(batch))
-                batch = []
-        if batch:
-            blobs.append(encode(batch))
         if self.parts is None or not lines or os.getpid() == self.pid:
             return b"".join(blobs), seen, ctx.seq
         # a worker process: the range's lines in a part file beside the destination (appended in the kernel)
@@ -535,6 +608,60 @@ def _encode(batch: list[dict]) -> bytes:
     if b"null" in blob:  # a null or a non-finite number (ENC-3): event by event, as dump_line does it
         return b"".join([jsonio.dump_line(ev) for ev in batch])
     return blob
+
+
+class _EvalData(msgspec.Struct, gc=False):
+    """The ``data`` of an evaluation event, as :func:`_result_events` builds it as a dict (the members in the
+    same order; ``UNSET`` is omitted, as the dict omits the member: a JSON null is written as null)."""
+
+    name: Any = msgspec.field(name="gen_ai.evaluation.name")
+    value: Any = msgspec.field(name="gen_ai.evaluation.score.value")
+    label: Any = msgspec.field(name="gen_ai.evaluation.score.label")
+    explanation: Any = msgspec.field(name="gen_ai.evaluation.explanation")
+    evaluator: Any
+    aef: Any
+
+
+class _EvalEvent(msgspec.Struct, gc=False):
+    """The plain envelope of an evaluation event (the dict literal of :func:`_result_events`, members in order);
+    the constant members are ``msgspec.Raw``, encoded once per export."""
+
+    aep: Any
+    id: Any
+    type: Any
+    time: Any
+    source: Any
+    agent: Any
+    session: Any
+    run: Any
+    seq: Any
+    epoch: Any
+    severity: Any
+    capture: Any
+    data: Any
+
+
+def _encode_fast(ctx: _Export, docs: list[dict], targets: set[str],
+                 seen: dict[str, tuple[str, str, Any, str]]) -> list[bytes]:
+    """The bytes :func:`_encode` gives for the events of the result lines ``docs`` (no redaction), ``_BATCH`` lines
+    at a time, the common events made as structs (:func:`_result_events` with ``structs``), one encoder call a
+    batch. A batch whose bytes hold ``null`` (a null, or the word in a string) is made again by the dict path and
+    :func:`_encode`, which writes it event by event and refuses a non-finite number, as ``jsonio.dump_line`` does."""
+    encode_lines = _LINES_ENCODER.encode_lines
+    blobs: list[bytes] = []
+    for i in range(0, len(docs), _BATCH):
+        chunk = docs[i:i + _BATCH]
+        seq0 = ctx.seq
+        noted: dict[str, tuple[str, str, Any, str]] = {}
+        blob = encode_lines(list(_result_events(ctx, chunk, targets, noted, None, structs=True)))
+        if b"null" in blob:
+            ctx.seq = seq0
+            noted = {}
+            blob = _encode(list(_result_events(ctx, chunk, targets, noted, None)))
+        if noted:
+            seen.update(noted)
+        blobs.append(blob)
+    return blobs
 
 
 def _line_encoder():
