@@ -274,3 +274,37 @@ def test_evidence_ids_spilled(tmp_path, monkeypatch, how, workers):
         assert "evidence-id" in codes
     else:
         assert "evidence" in codes
+
+
+# -- the packed rows of the spilled path: flush boundaries, the end's lookups in passes or on disk -----------------
+
+
+@pytest.mark.parametrize(("chunk", "passes"), [(1, 1 << 30), (5, 1 << 30), (1 << 15, 8), (1, 0)],
+                         ids=["a-key-a-pass", "five-keys-a-pass", "one-pass", "joined-on-disk"])
+@pytest.mark.parametrize("window", ["0", "3", "4096"])
+@pytest.mark.parametrize("order", ["all-twice", "duplicated-first", "far-parent", "orphans", "reversed", "rotated"])
+@pytest.mark.parametrize("base", ["generated", "trials"])
+def test_packed_rows_spilled(tmp_path, monkeypatch, base, order, window, chunk, passes):
+    """Rows packed 3 lines or more at a time (lines, parents, children and duplicated ids far apart fall in
+    different packed rows); the keys the end looks up found a few at a time (several passes over the packed keys)
+    or, beyond the passes allowed, by putting every line on disk and joining: the problems of the in-memory path."""
+    from aefgate.formats.aef import verifier
+
+    monkeypatch.setattr(verifier, "_PACK", 3)
+    monkeypatch.setattr(verifier, "_NEED_CHUNK", chunk)
+    monkeypatch.setattr(verifier, "_NEED_PASSES", passes)
+    run = _reordered(tmp_path, BASES[base](), ORDERS[order])
+    memory, spilled = _both(monkeypatch, run, window)
+    _same(memory, spilled)
+
+
+@pytest.mark.parametrize("order", ["all-twice", "far-parent", "rotated"])
+def test_packed_rows_with_worker_processes(tmp_path, monkeypatch, order):
+    from aefgate.formats.aef import verifier
+
+    monkeypatch.setattr(verifier, "_PACK", 5)
+    monkeypatch.setattr(verifier, "_NEED_CHUNK", 2)
+    monkeypatch.setattr(verifier, "_RANGE", 300)
+    run = _reordered(tmp_path, _big_run(), ORDERS[order])
+    memory, spilled = _both(monkeypatch, run, "3", workers="2")
+    _same(memory, spilled)

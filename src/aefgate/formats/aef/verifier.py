@@ -28,6 +28,7 @@ import contextvars
 import functools
 import gc
 import hashlib
+import marshal
 import multiprocessing
 import os
 import threading
@@ -958,17 +959,24 @@ class _RunVerifier:
             "CREATE TABLE lines(ln INTEGER PRIMARY KEY, key BLOB NOT NULL, cs TEXT NOT NULL, pa TEXT NOT NULL,"
             " trial INT NOT NULL, sf INT NOT NULL, pl INT, total)"
         )  # sf: the state code times 32 plus the flags (_F_CHILD: the line names a parent)
+        # the rows of `lines`, packed as they are folded (one row per flush: the keys, 16 bytes each, and the rows
+        # marshalled): `lines` is filled from them only when the end needs every line (_materialize)
+        db.execute("CREATE TABLE packed(start INTEGER PRIMARY KEY, keys BLOB NOT NULL, rows BLOB NOT NULL)")
+        self.materialized = False
         db.execute("CREATE TABLE lp(ln INTEGER PRIMARY KEY, pkey BLOB NOT NULL)")  # parents not in the window
         db.execute("CREATE TABLE roll(ln INTEGER PRIMARY KEY, tn, tp, ta)")  # the trials figures of rollup lines
         db.execute("CREATE TABLE dec(ln INT NOT NULL, dkey BLOB, st INT NOT NULL)")
         db.execute("CREATE TABLE need(key BLOB PRIMARY KEY) WITHOUT ROWID")
         window = spill.bound("AEFGATE_SPILL_WINDOW", _WINDOW)
-        # key -> [line, case, trial, aggregation total or _NO_AGG, children] of the first line holding it among the
-        # last `window` lines or more (whole batches leave the window)
+        # key -> [line, case, trial, aggregation total (0 without an aggregation), children] of the first line holding
+        # it among the last `window` lines or more (whole batches leave the window). When a line leaves the window
+        # its children are counted ([RES-5], [RES-6]): a problem when they are not its total (any child of a line
+        # without an aggregation is one)
         win: dict[bytes, list] = {}
         pending: dict[bytes, int] = {}  # decisive key -> its aggregation line (within the window)
         gens: deque = deque()  # per batch in the window: (its last line, its keys, its (aggregation line, key))
-        # one bit per bucket of resultIds (their low bits): a key whose bit is already set may be a duplicate
+        # a Bloom filter of the resultIds seen (two bits each, from the key's hash: cached by the window's dict): a
+        # key whose two bits are both set already may be a duplicate
         nbytes = 1 << max(0, spill.bound("AEFGATE_SPILL_SEEN", _SEEN_BYTES).bit_length() - 1)
         seen = bytearray(nbytes)
         mask = nbytes * 8 - 1
@@ -981,16 +989,8 @@ class _RunVerifier:
         rolls: list = []
         decs: list = []
         lps: list = []
-        insert = "INSERT INTO lines VALUES (?,?,?,?,?,?,?,?)"
-
-        def leave(p: list) -> None:
-            """A line leaves the window: its children are counted ([RES-5], [RES-6])."""
-            e, _, _, total, kids = p
-            if total is _NO_AGG:
-                if kids:
-                    prov.add((f"results.ndjson:{e}", "aggregation"))
-            elif kids != total:
-                prov.add((f"results.ndjson:{e}", "aggregation"))
+        pack = "INSERT INTO packed VALUES (?,?,?)"
+        dumps = marshal.dumps
 
         for start, records in checked:
             if window:
@@ -1001,7 +1001,8 @@ class _RunVerifier:
                         p = win.get(k)
                         if p is not None and p[0] <= last:
                             del win[k]
-                            leave(p)
+                            if p[4] != p[3]:
+                                prov.add((f"results.ndjson:{p[0]}", "aggregation"))
                     for a, dk in pend:
                         if pending.get(dk) == a:
                             del pending[dk]
@@ -1020,18 +1021,23 @@ class _RunVerifier:
                     where = f"results.ndjson:{lineno}"
                     for c in codes:
                         x(where, c)
-                b = int.from_bytes(key[:4], "little") & mask
+                h = hash(key)
+                b = h & mask
+                b2 = (h >> 29) & mask
                 bit = 1 << (b & 7)
+                bit2 = 1 << (b2 & 7)
                 b >>= 3
-                cand = seen[b] & bit
+                b2 >>= 3
+                cand = seen[b] & bit and seen[b2] & bit2
                 if cand:
                     cands.append((key,))
                 else:
                     seen[b] |= bit
+                    seen[b2] |= bit2
                 if window:
                     keys.append(key)
                     if key not in win:  # a later line of the same resultId: a duplicate, redone on disk
-                        win[key] = [lineno, case, trial, _NO_AGG if agg is None else agg[0], 0]
+                        win[key] = [lineno, case, trial, 0 if agg is None else agg[0], 0]
                 pl = None
                 flags = _F_READ
                 if pkey is not None:
@@ -1076,8 +1082,8 @@ class _RunVerifier:
                 rows.append((lineno, key, case, path, trial, sc << 5 | flags, pl, total))
                 for i, m in measures:
                     accs[i].add_measure(m)
-            if len(rows) >= 1024:
-                db.executemany(insert, rows)
+            if len(rows) >= _PACK:
+                db.execute(pack, (rows[0][0], b"".join([r[1] for r in rows]), dumps(rows)))
                 rows.clear()
                 if rolls:
                     db.executemany("INSERT INTO roll VALUES (?,?,?,?)", rolls)
@@ -1092,11 +1098,12 @@ class _RunVerifier:
                 db.executemany("INSERT OR IGNORE INTO need VALUES (?)", cands)
                 cands.clear()
         for p in win.values():
-            leave(p)
+            if p[4] != p[3]:
+                prov.add((f"results.ndjson:{p[0]}", "aggregation"))
         for dk, a in pending.items():
             decs.append((a, dk, 0))
         if rows:
-            db.executemany(insert, rows)
+            db.execute(pack, (rows[0][0], b"".join([r[1] for r in rows]), dumps(rows)))
         if rolls:
             db.executemany("INSERT INTO roll VALUES (?,?,?,?)", rolls)
         if lps:
@@ -1127,11 +1134,12 @@ class _RunVerifier:
                 if k is not None:
                     gate_keys.append((k,))
         db.executemany("INSERT OR IGNORE INTO need VALUES (?)", gate_keys)
-        q("CREATE TABLE firsts(key BLOB PRIMARY KEY, ln INT NOT NULL, n INT NOT NULL) WITHOUT ROWID")
-        found = "SELECT l.key, MIN(l.ln), COUNT(*) FROM lines l CROSS JOIN {} n ON n.key = l.key GROUP BY l.key"
-        if db.one("SELECT 1 FROM need LIMIT 1") is not None:
-            q("INSERT INTO firsts " + found.format("need"))
+        # (pl: the parent line of the first line, as folded)
+        q("CREATE TABLE firsts(key BLOB PRIMARY KEY, ln INT NOT NULL, n INT NOT NULL, pl INT) WITHOUT ROWID")
+        self._find_firsts()
         dups = db.one("SELECT 1 FROM firsts WHERE n > 1 LIMIT 1") is not None
+        if dups or self.late:
+            self._materialize()
         if dups:
             q("CREATE TABLE dups(ln INTEGER PRIMARY KEY)")
             q("INSERT INTO dups SELECT l.ln FROM lines l CROSS JOIN firsts f ON f.key = l.key"
@@ -1152,10 +1160,11 @@ class _RunVerifier:
                 x(f"results.ndjson:{ln}", "parent")
         if not dups and not far:
             # every parent was in the window of its children: the window's problems are the rules' problems
+            # (no parent was named beyond the window, no resultId repeats: a first line's parent is as folded)
             self.cross |= self.provisional
             for (ln,) in q(
                 "SELECT DISTINCT d.ln FROM dec d WHERE d.st = 0 AND (d.dkey IS NULL OR NOT EXISTS (SELECT 1"
-                " FROM firsts f JOIN lines r ON r.ln = f.ln WHERE f.key = d.dkey AND r.pl IS d.ln))"
+                " FROM firsts f WHERE f.key = d.dkey AND f.pl IS d.ln))"
             ):
                 x(f"results.ndjson:{ln}", "aggregation")
         else:
@@ -1166,6 +1175,7 @@ class _RunVerifier:
             # the children's `aggregation` problems are counted again over those lines (a missing parent is
             # NULL: no line's child)
             self.cross = {p for p in self.cross if p[1] != "aggregation"} | alone
+            self._materialize()
             q("CREATE TABLE kids(pl INTEGER PRIMARY KEY, n INT NOT NULL)")
             q(f"INSERT INTO kids SELECT pl, COUNT(*) FROM lines WHERE pl IS NOT NULL AND NOT sf & {_F_DUP} GROUP BY pl")
             # children without an aggregation; totals; decisive ids no child has (as _parents_on_disk)
@@ -1181,7 +1191,60 @@ class _RunVerifier:
             ):
                 x(f"results.ndjson:{ln}", "aggregation")
         if self.trial_lines:
+            self._materialize()
             self._trials_on_disk()
+
+    def _materialize(self) -> None:
+        """Fill ``lines`` (once) from the rows :meth:`_fold_spilled` packed: for the rules that need every line."""
+        if self.materialized:
+            return
+        self.materialized = True
+        db = self.db
+        insert = "INSERT INTO lines VALUES (?,?,?,?,?,?,?,?)"
+        for (start,) in db.execute("SELECT start FROM packed ORDER BY start").fetchall():
+            (blob,) = db.one("SELECT rows FROM packed WHERE start = ?", (start,))
+            db.executemany(insert, marshal.loads(blob))
+
+    def _find_firsts(self) -> None:
+        """``firsts``: for each key of ``need``, its first line, how many lines hold it and the first line's parent
+        line as folded. Up to ``_NEED_CHUNK`` keys at a time in a set, each looked for in the packed keys (no query
+        per line); with more than ``_NEED_PASSES`` such sets, every line is put in ``lines`` and joined instead."""
+        db = self.db
+        (nneed,) = db.one("SELECT COUNT(*) FROM need")
+        if not nneed:
+            return
+        chunk = _NEED_CHUNK
+        if nneed > chunk * _NEED_PASSES:
+            self._materialize()
+            db.execute("INSERT INTO firsts SELECT l.key, MIN(l.ln), COUNT(*), l.pl FROM lines l"
+                       " CROSS JOIN need n ON n.key = l.key GROUP BY l.key")  # (l.pl: of the MIN line's row)
+            return
+        after = b""
+        while True:
+            ks = [k for (k,) in db.execute("SELECT key FROM need WHERE key > ? ORDER BY key LIMIT ?", (after, chunk))]
+            if not ks:
+                return
+            after = ks[-1]
+            want = set(ks)
+            del ks
+            found: dict[bytes, list] = {}
+            for (start,) in db.execute("SELECT start FROM packed ORDER BY start").fetchall():
+                (kb,) = db.one("SELECT keys FROM packed WHERE start = ?", (start,))
+                hits = [i for i in range(0, len(kb), 16) if kb[i:i + 16] in want]
+                if not hits:
+                    continue
+                (blob,) = db.one("SELECT rows FROM packed WHERE start = ?", (start,))
+                rows = marshal.loads(blob)
+                for i in hits:
+                    r = rows[i >> 4]
+                    f = found.get(r[1])
+                    if f is None:
+                        found[r[1]] = [r[1], r[0], 1, r[6]]
+                    else:
+                        f[2] += 1
+            db.executemany("INSERT INTO firsts VALUES (?,?,?,?)", list(found.values()))
+            if len(want) < chunk:
+                return
 
     def _parents_on_disk(self, dups: bool) -> None:
         """[RES-5], [RES-6] and the parent part of [RES-8] over every line on disk (duplicated resultIds, or
@@ -1395,9 +1458,14 @@ _PARALLEL_FROM = 16 * 1024 * 1024  # bytes of results.ndjson
 _SPILL_RESULTS = 4 * 1024 * 1024
 # lines whose keys stay in memory on the spilled path: most parents and decisive children are found among them
 _WINDOW = 4096
-# the bitmap of resultIds seen (AEFGATE_SPILL_SEEN: bytes); a run of n lines looks ~n**2 / (16 * this) keys up
-_SEEN_BYTES = 1 << 20
-_NO_AGG = object()  # in the window: a line without an aggregation
+# the Bloom filter of resultIds seen (AEFGATE_SPILL_SEEN: bytes, two bits a key): a run of n lines of distinct
+# resultIds looks ~4 * n**3 / (3 * (8 * this)**2) keys up at the end (about 5,000 at a million lines)
+_SEEN_BYTES = 1 << 21
+_PACK = 1024  # lines' rows packed together (a row of `packed`) on the spilled path, about
+# the keys looked up at the end (need) are looked for in the packed keys this many at a time (a set in memory), in
+# up to this many passes; beyond, every line is put in `lines` and joined on disk
+_NEED_CHUNK = 1 << 15
+_NEED_PASSES = 8
 _F_CHILD = 16  # on the spilled path: the line names a parent
 
 
