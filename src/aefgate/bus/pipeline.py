@@ -276,7 +276,7 @@ def _send_spooled(fd: int, mapper: _PublishMapper) -> None:
     ctx, encode, redact, targets = mapper.ctx, mapper.encode, mapper.redact, mapper.targets
     seen: dict[str, tuple] = {}
     current: dict[int, Any] = {}
-    ctx.explanation = lambda line: current[id(line)]  # noqa: E731 - the explanations read during the pass
+    ctx.explanation = lambda line: current[id(line)]  # the explanations read during the pass
     out: list[tuple] = []
     n = 0
 

@@ -44,7 +44,7 @@ def grader_of(line: Mapping[str, Any], calibrated: Iterable[str] = frozenset()) 
     A MODEL grader is ``UNCALIBRATED`` unless its ``annotator.model`` is a calibrated judge of the run.
 
     It depends on ``annotator.kind``, ``annotator.model`` and whether the line has an ``aggregation``, nothing else:
-    the AEP export caches it by those three (``aep.exporter._Export.aef_shared``); change both together."""
+    the AEP export caches it by those three (``aep.exporter._Export._grader``); change both together."""
     ann = line.get("annotator")
     kind = ann.get("kind") if isinstance(ann, Mapping) else None
     if kind is None:

@@ -50,7 +50,7 @@ class _Export:
         self.calibrated = calibrated_models(run)
         self.seq = 0
         self.check_blobs = False  # a blob read must hash to its name (set by an export beside the verification)
-        self._graders: dict[tuple, dict | None] = {}  # aef_shared: the grader of (kind, model, aggregation)
+        self._graders: dict[tuple, dict | None] = {}  # _grader: the grader of (kind, model, aggregation)
 
     def envelope(self, eid: str, etype: str, time: str, run: str | None, cause: str | None,
                  traceparent: str | None, severity: str, data: dict) -> dict:
@@ -98,8 +98,10 @@ class _Export:
         except UnicodeDecodeError:  # not text: no explanation
             return None
 
-    def aef_object(self, line: Mapping[str, Any]) -> dict:
-        """AEP-10: the line's structure, identifiers and numbers only."""
+    def aef_object(self, line: Mapping[str, Any], shared: bool = False) -> dict:
+        """AEP-10: the line's structure, identifiers and numbers only. ``shared`` (only for events that are encoded
+        and never handed out, :func:`_encode_fast`): the same members in the same order, but the annotator (when it
+        has no ``promptHash``) and the grader may be objects shared between events."""
         a: dict[str, Any] = {"path": line["path"]}
         present = _AEF_KEYS.intersection(line)  # most lines have few of the optional members
         if present:
@@ -115,10 +117,12 @@ class _Export:
         version = line["evaluator"].get("version")
         if version is not None:
             a["evaluatorVersion"] = version
-        if "annotator" in present:
-            ann = line["annotator"]
-            a["annotator"] = {k: v for k, v in ann.items() if k != "promptHash"}  # AEP-9
-        g = grader_of(line, self.calibrated)  # AEP-10: the AIGP grader type (converters/aigp.py, the one place)
+        ann = line.get("annotator")
+        if "annotator" in present:  # AEP-9: without its promptHash
+            a["annotator"] = ann if shared and type(ann) is dict and "promptHash" not in ann else {
+                k: v for k, v in ann.items() if k != "promptHash"}
+        # AEP-10: the AIGP grader type (converters/aigp.py, the one place)
+        g = self._grader(line, ann) if shared else grader_of(line, self.calibrated)
         if g is not None:
             a["grader"] = g
         if "traceLink" in present:
@@ -127,53 +131,26 @@ class _Export:
                 a["traceId"] = tl["traceId"]
         return a
 
-
-    def aef_shared(self, line: Mapping[str, Any]) -> dict:
-        """:meth:`aef_object`, for events that are only encoded (:func:`_encode_fast`): the same members in the same
-        order, but the annotator (without ``promptHash``) and the grader may be objects shared between events."""
-        a: dict[str, Any] = {"path": line["path"]}
-        present = _AEF_KEYS.intersection(line)
-        if present:
-            if "trial" in present:
-                a["trial"] = line["trial"]
-            if "trials" in present:
-                a["trials"] = line["trials"]
-            if "parentResultId" in present and line["parentResultId"]:
-                a["parent"] = line["parentResultId"]
-            for k in _AEF_COPY:
-                if k in present:
-                    a[k] = line[k]
-        version = line["evaluator"].get("version")
-        if version is not None:
-            a["evaluatorVersion"] = version
-        ann = line.get("annotator")
-        if "annotator" in present:
-            a["annotator"] = ann if type(ann) is dict and "promptHash" not in ann else {
-                k: v for k, v in ann.items() if k != "promptHash"}
-        if type(ann) is dict:  # the grader depends on the kind, the model and (no kind) on aggregation only
-            key = (ann.get("kind"), ann.get("model"), "aggregation" in line)
+    def _grader(self, line: Mapping[str, Any], ann: Any) -> dict | None:
+        """``grader_of(line)``, remembered by what it reads: the annotator's kind and model, and (no kind) whether
+        the line has an aggregation (a shared object: only for :meth:`aef_object`'s ``shared``)."""
+        if type(ann) is dict:
+            key: tuple | None = (ann.get("kind"), ann.get("model"), "aggregation" in line)
         elif ann is None:
             key = (None, None, "aggregation" in line)
         else:
             key = None
         if key is None:
+            return grader_of(line, self.calibrated)
+        try:
+            return self._graders[key]
+        except KeyError:
             g = grader_of(line, self.calibrated)
-        else:
-            try:
-                g = self._graders[key]
-            except KeyError:
-                g = grader_of(line, self.calibrated)
-                if len(self._graders) < 256:  # a few kinds and models in a run: the cache stays small
-                    self._graders[key] = g
-            except TypeError:  # a kind or model that is not hashable: not cached
-                g = grader_of(line, self.calibrated)
-        if g is not None:
-            a["grader"] = g
-        if "traceLink" in present:
-            tl = line["traceLink"]
-            if "spanId" not in tl and "traceId" in tl:
-                a["traceId"] = tl["traceId"]
-        return a
+            if len(self._graders) < 256:  # a few kinds and models in a run: the cache stays small
+                self._graders[key] = g
+            return g
+        except TypeError:  # a kind or model that is not hashable: not cached
+            return grader_of(line, self.calibrated)
 
 
 def _traceparent(line: Mapping[str, Any]) -> str | None:
@@ -338,7 +315,7 @@ def _result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
         rid = line["resultId"]
         case = line["caseId"]
         state = line["state"]
-        aef = ctx.aef_shared(line) if structs else ctx.aef_object(line)
+        aef = ctx.aef_object(line, structs)
         time = line.get("endedAt") or line.get("startedAt") or run_time
         cause = (cmap.get(rid) or cmap.get(case)) if cmap else None
         tp = _traceparent(line) if "traceLink" in line else None
