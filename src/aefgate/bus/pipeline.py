@@ -318,19 +318,13 @@ def _run(fd: int, checked: Any, policy: Any, encode) -> None:
     import tempfile
 
     from aefgate.converters.aep import exporter as aep_exporter
-    from aefgate.errors import EXIT_INTEGRITY
-    from aefgate.formats.aef.onepass import MappingError, verify_mapping
+    from aefgate.formats.aef.onepass import MappingError
 
     root = checked.root
     with tempfile.TemporaryFile(prefix="aefgate-publish-", buffering=0) as spool:  # no name on Linux
         mapper = _PublishMapper(checked, aep_exporter._sealed_run_hash(root), encode, spool)
         try:
-            v = verify_mapping(root, mapper, policy=policy)
-            aep_exporter._check_intact(v, root)  # AEP-1: the refusal export_events gives
-            if mapper.failure is not None:
-                raise mapper.failure
-            if v.run_hash != mapper.run_hash:  # pragma: no cover - intact means the seal's run hash is the run's
-                raise Refusal("AEP-1", "the run changed during the export", str(root), exit_code=EXIT_INTEGRITY)
+            aep_exporter._verified(root, mapper, policy)  # AEP-1: the refusals export_events gives
         except Refusal as e:
             _send(fd, b"R", _refusal_tuple(e))
             return

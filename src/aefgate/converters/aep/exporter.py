@@ -265,19 +265,26 @@ def _one_pass(run_dir: str | os.PathLike[str], out, encode, options: Mapping[str
     """AEP-1, AEP-3, AEP-7, AEP-8: the options checked, then the run verified while its result events are made and
     written by ``encode`` (a batch of events -> their lines) to ``out``; refused unless it verifies intact.
     The mapper holds what the decision events need (AEP-12)."""
-    from aefgate.formats.aef.onepass import verify_mapping
-
     opts = {k: v for k, v in options.items() if v is not None}
     policy = opts.pop("policy", None)
     checked = _check_options(run_dir, **opts)
     mapper = _AepMapper(checked, _sealed_run_hash(checked.root), encode, out, parts)
-    v = verify_mapping(checked.root, mapper, policy=policy)
-    _check_intact(v, checked.root)
+    _verified(checked.root, mapper, policy)
+    return mapper
+
+
+def _verified(root: Path, mapper: Any, policy: Any) -> None:
+    """AEP-1: verify the run at ``root`` while ``mapper`` (which names the events by ``mapper.run_hash``, the
+    seal's) maps it (:func:`onepass.verify_mapping`); refused unless it verifies intact, then the mapper's own
+    refusal; the run hash must be the verdict's. The mapper's output may then be released."""
+    from aefgate.formats.aef.onepass import verify_mapping
+
+    v = verify_mapping(root, mapper, policy=policy)
+    _check_intact(v, root)
     if mapper.failure is not None:
         raise mapper.failure
     if v.run_hash != mapper.run_hash:  # pragma: no cover - intact means the seal's run hash is the run's
-        raise Refusal("AEP-1", "the run changed during the export", str(checked.root), exit_code=EXIT_INTEGRITY)
-    return mapper
+        raise Refusal("AEP-1", "the run changed during the export", str(root), exit_code=EXIT_INTEGRITY)
 
 
 def _spooled(spool, mapper: "_AepMapper") -> Iterator[dict]:

@@ -30,7 +30,7 @@ from aefgate.errors import Refusal
 from aefgate.formats.aef import verifier
 from aefgate.formats.aef.verifier import Verification
 
-__all__ = ["LineMapper", "MappingError", "refuse_unverified", "verify_mapping"]
+__all__ = ["LineMapper", "MappingError", "verify_mapping"]
 
 
 class MappingError(RuntimeError):
@@ -135,7 +135,7 @@ def verify_mapping(root: str | Path, mapper: LineMapper, *, policy: Any = None,
                    withheld_ok: Iterable[str] = ()) -> Verification:
     """Verify the run at ``root`` (as :func:`aefgate.formats.aef.trust.verify_run`, under ``policy`` when given)
     while ``mapper`` converts it. The caller releases the mapper's output only for a verdict it accepts and when
-    ``mapper.failure`` is None (:func:`refuse_unverified`)."""
+    ``mapper.failure`` is None (``converters.common.verified_pass``; the AEP exporter's ``_verified``)."""
     withheld = set(withheld_ok)
     if policy is not None:
         root_p = Path(root)
@@ -155,19 +155,3 @@ def verify_mapping(root: str | Path, mapper: LineMapper, *, policy: Any = None,
     if policy is not None:
         v.signed_by = attestation_signed_by(Path(root), policy) if v.outcome == "intact" else []
     return v
-
-
-def refuse_unverified(v: Verification, mapper: LineMapper, root: str | Path, rule: str, *,
-                      accept: tuple[str, ...] = ("intact",), what: str = "exported") -> None:
-    """After :func:`verify_mapping`: refuse (exit 1, under the exporter's ``rule``) a verdict not in ``accept`` or
-    with a problem other than an authorized ``withheld``; then the mapper's own refusal, if it made one."""
-    from aefgate.errors import EXIT_INTEGRITY
-
-    bad = [p for p in v.problems if p[1] != "withheld"]
-    if v.outcome not in accept or bad:
-        where, code = bad[0] if bad else ("", v.outcome)
-        allowed = " or ".join(accept)
-        raise Refusal(rule, f"only a run that verifies {allowed} is {what}; this one is {v.outcome}"
-                            + (f": {code} at {where}" if bad else ""), where or str(root), exit_code=EXIT_INTEGRITY)
-    if mapper.failure is not None:
-        raise mapper.failure

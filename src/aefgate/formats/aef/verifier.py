@@ -400,29 +400,6 @@ class _RunVerifier:
         it wrote, each blob named by its own, and each must equal the blob's name (the same rule)."""
         files = self.scan.files
         root = self.root
-        if self.written is not None:
-            for p, size in list(files.other.items()):
-                m = runfs.BLOB_PATH.match(p)
-                if m is None:
-                    continue
-                if size > jsonio.MAX_BLOB:
-                    self.add(p, "limit")
-                    continue
-                d = self.digests.get(p)
-                h = d[0] if d is not None else runfs.sha256_file(root / p, size_hint=size)
-                self.digests[p] = (h, size)
-                if h != m.group(2):
-                    self.x(p, "blob-digest")
-            for i, p, size, h in files.blob_digests():
-                if size > jsonio.MAX_BLOB:
-                    self.add(p, "limit")
-                    continue
-                if h is None:  # (not written: read it)
-                    h = runfs.sha256_file(root / p, size_hint=size)
-                    files.set_blob_digest(i, bytes.fromhex(h))
-                if h != p[-64:]:
-                    self.x(p, "blob-digest")
-            return
         for p, size in list(files.other.items()):
             m = runfs.BLOB_PATH.match(p)
             if m is None:
@@ -430,16 +407,18 @@ class _RunVerifier:
             if size > jsonio.MAX_BLOB:
                 self.add(p, "limit")
                 continue
-            h = runfs.sha256_file(root / p, size_hint=size)
+            d = self.digests.get(p)  # (a run writer's: the digest of the bytes it wrote)
+            h = d[0] if d is not None else runfs.sha256_file(root / p, size_hint=size)
             self.digests[p] = (h, size)
             if h != m.group(2):
                 self.x(p, "blob-digest")
-        for i, p, size in files.blob_items():
+        for i, p, size, h in files.blob_digests():
             if size > jsonio.MAX_BLOB:
                 self.add(p, "limit")
                 continue
-            h = runfs.sha256_file(root / p, size_hint=size)
-            files.set_blob_digest(i, bytes.fromhex(h))
+            if h is None:  # (not a run writer's: read it)
+                h = runfs.sha256_file(root / p, size_hint=size)
+                files.set_blob_digest(i, bytes.fromhex(h))
             if h != p[-64:]:
                 self.x(p, "blob-digest")
 
