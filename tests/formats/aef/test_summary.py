@@ -430,11 +430,26 @@ def test_fsum_is_correctly_rounded():
             acc.add_measure(v)
         got = acc.result()
         assert got["sum"] == f, (trial, vals)
-        assert _correctly_rounded(got["value"], exact / len(vals)), (trial, vals)
+        assert got["value"] == f / len(vals), (trial, vals)  # [SUM-5]: the binary64 sum / n, one division
         in_order = 0.0
         for v in vals:
             in_order += v * v
         assert got["sumSq"] == in_order  # binary64, in line order
+
+
+@pytest.mark.parametrize("values, total, mean, exact_mean", [
+    ((0.1, 0.1, 0.2, 0.7, 1.0), 2.1, 0.42000000000000004, 0.42),          # 2.1 / 5
+    ((0.8, 0.8, 0.825), 2.425, 0.8083333333333332, 0.8083333333333333),   # 2.425 / 3
+])
+def test_mean_is_the_binary64_sum_divided_by_n(values, total, mean, exact_mean):
+    """[SUM-5]: `value` is `sum` / `n` in one binary64 division, as the reference writer computes it and compares it
+    (exactly); not the exact mean rounded once, which differs in the last place for these values."""
+    assert float(sum(map(Fraction, values), Fraction(0)) / len(values)) == exact_mean != mean  # the values do differ
+    lines = [_line(str(i), "scored", {"q": v}) for i, v in enumerate(values)]
+    e = _one({"q": "score"}, iter(lines), {"metric": "q", "path": "p"})
+    assert e["sum"] == total
+    assert e["value"] == mean
+    assert repr(e["value"]) == repr(mean)
 
 
 def test_subnormals_and_extremes_sum_exactly():

@@ -23,9 +23,10 @@ whatever the metric's kind.
 
 Then ([SUM-5], [SUM-8], :class:`EntryAccumulator`): ``N`` lines not left out, ``n`` measured,
 ``notMeasured = N - n``; ``sum`` the exact sum of the measured values rounded once to binary64; ``sumSq`` the
-binary64 sum of their squares in line order; ``value`` the sum for a ``count``, otherwise the mean (computed exactly
-and rounded once), or, with an ``aggregate`` of method ``median``, ``min`` or ``max``, that statistic of the measured
-values (the median of an even count is the mean of the two middle ones); ``null`` when ``n`` is 0. For any other
+binary64 sum of their squares in line order; ``value`` the sum for a ``count``, otherwise the mean: ``sum`` (binary64)
+divided by ``n`` in one binary64 division, as [SUM-5] writes it and the reference writer computes it (the exact
+mean rounded once only when the sum overflows), or, with an ``aggregate`` of method ``median``, ``min`` or ``max``,
+that statistic of the measured values (the median of an even count is the mean of the two middle ones); ``null`` when ``n`` is 0. For any other
 aggregate method the value is the producer's: it is not recomputed (``result()["value"]`` is ``None`` and
 :attr:`EntryAccumulator.recomputes_value` is False).
 
@@ -352,7 +353,15 @@ class EntryAccumulator:
         if n:
             method = self.aggregate_method
             if method is None:
-                value = total if self.kind == "count" else _round(self._exact, _ONE * n)
+                # [SUM-5]: the binary64 `sum` divided by `n` in one binary64 division, as the reference writer
+                # computes it (2.1 / 5 is 0.42000000000000004, not the exact mean 0.42 rounded once); when the
+                # sum itself is beyond binary64 (no `sum` can be written), the exact mean rounded once
+                if self.kind == "count":
+                    value = total
+                elif total is not None:
+                    value = total / n
+                else:
+                    value = _round(self._exact, _ONE * n)
             elif method == "min":
                 value = self._min
             elif method == "max":
