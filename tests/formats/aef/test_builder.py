@@ -1489,3 +1489,31 @@ def test_a_blob_changed_in_place_keeping_its_size_is_found_by_the_next_verificat
     v = verify(out)
     assert v.outcome == "invalid" and v.run_hash == built.run_hash
     assert {c for p, c in v.problems if p.startswith("blobs/sha256/")} == {"blob-digest", "digest"}  # [SEAL-6] too
+
+
+def test_a_sum_beyond_binary64_has_no_value_and_is_not_measured(tmp_path: Path):
+    """R10-3 (the reference verifier's ruling on [SUM-5]): two counts of 1.7e308 sum beyond binary64, so the entry
+    has no `sum`, no value (`sum` / n) and is `not_measured`; a summary that writes a number there does not verify,
+    nor does one that writes null but keeps a verdict."""
+    out = tmp_path / "run"
+    big = {"path": "tokens", "evaluator": {"id": "check:tokens"}, "state": "scored",
+           "scores": [{"metric": "tokens", "value": 1.7e308}]}
+    with builder(out) as b:
+        b.add_case("c-1", dict(big))
+        b.add_case("c-2", dict(big))
+        b.finish(ended_at=END, summary={"lanes": [{"lane": "main", "metrics": [
+            {"metric": "tokens", "path": "tokens", "rule": "tokens <= 10", "verdict": "passed"}]}]})
+    (entry,) = jsonio.read_json(out / "summary.json")["lanes"][0]["metrics"]
+    assert (entry["N"], entry["n"], entry["value"], entry["verdict"]) == (2, 2, None, "not_measured")
+    assert "sum" not in entry and "sumSq" not in entry
+    assert_verifies(out)
+    from aefgate.formats.aef.verifier import verify_run
+
+    for value, verdict in ((1.7e308, "not_measured"), (None, "passed")):
+        bad = tmp_path / f"bad-{verdict}"
+        shutil.copytree(out, bad)
+        (bad / "seal.json").unlink(missing_ok=True)
+        doc = jsonio.read_json(bad / "summary.json")
+        doc["lanes"][0]["metrics"][0].update(value=value, verdict=verdict)
+        (bad / "summary.json").write_text(json.dumps(doc))
+        assert ("summary.json", "summary") in verify_run(bad).problems, (value, verdict)

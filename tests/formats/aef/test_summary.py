@@ -462,15 +462,20 @@ def test_subnormals_and_extremes_sum_exactly():
 
 
 def test_overflow():
-    # the exact sum exceeds binary64: no sum (a producer cannot write it), but the mean is finite
+    # the exact sum exceeds binary64: no sum (a producer cannot write it), so no value (sum / n) either, and the
+    # entry is not measured (R10-3, as the reference verifier rules it), though each value is finite
     acc = EntryAccumulator("score", metric="q")
     for v in (1.7e308, 1.7e308):
         acc.add_measure(v)
     r = acc.result()
     assert r["sum"] is None and r["sumSq"] is None
-    assert r["value"] == 1.7e308
+    assert r["value"] is None and r["n"] == 2
     out = _one({"q": "score"}, iter([_line("a", "scored", {"q": 1.7e308})] * 2), {"metric": "q", "path": "p"})
-    assert "sum" not in out and "sumSq" not in out and out["value"] == 1.7e308
+    assert "sum" not in out and "sumSq" not in out and out["value"] is None and out["verdict"] == "not_measured"
+    # an aggregate AEF defines does not need the sum: the median stands
+    med = _one({"q": "score"}, iter([_line("a", "scored", {"q": 1.7e308})] * 2),
+               {"metric": "q", "path": "p", "aggregate": {"method": "median"}})
+    assert med["value"] == 1.7e308 and med["verdict"] == "scored"
     # squares overflow while the sum does not
     out = _one({"q": "score"}, iter([_line("a", "scored", {"q": 1e200})]), {"metric": "q", "path": "p"})
     assert out["sum"] == 1e200 and "sumSq" not in out

@@ -215,6 +215,23 @@ MUTATIONS = {
         [("summary.json", "summary")],
         ["summary.json"],
     ),
+    # R10-3 / R11-2 (the reference verifier): `sum` and `value` compare exactly as binary64, not within 1e-9
+    "summary-value-one-ulp-off": (
+        COMPLETED_EVAL,
+        lambda r: (r / "summary.json").write_bytes(
+            (r / "summary.json").read_bytes().replace(b'"value": 0.665,', b'"value": 0.6650000000000001,')
+        ),
+        [("summary.json", "summary")],
+        ["summary.json"],
+    ),
+    "summary-sum-one-ulp-off": (
+        COMPLETED_EVAL,
+        lambda r: (r / "summary.json").write_bytes(
+            (r / "summary.json").read_bytes().replace(b'"sum": 1.33,', b'"sum": 1.3300000000000003,')
+        ),
+        [("summary.json", "summary")],
+        ["summary.json"],
+    ),
     "child-without-component": (
         COMPLETED_EVAL,
         lambda r: _set_json(r, "results.ndjson", 2, lambda d: d.pop("component")),

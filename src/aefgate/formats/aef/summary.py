@@ -24,8 +24,8 @@ whatever the metric's kind.
 Then ([SUM-5], [SUM-8], :class:`EntryAccumulator`): ``N`` lines not left out, ``n`` measured,
 ``notMeasured = N - n``; ``sum`` the exact sum of the measured values rounded once to binary64; ``sumSq`` the
 binary64 sum of their squares in line order; ``value`` the sum for a ``count``, otherwise the mean: ``sum`` (binary64)
-divided by ``n`` in one binary64 division, as [SUM-5] writes it and the reference writer computes it (the exact
-mean rounded once only when the sum overflows), or, with an ``aggregate`` of method ``median``, ``min`` or ``max``,
+divided by ``n`` in one binary64 division, as [SUM-5] writes it and the reference writer computes it (``null``, and
+the entry ``not_measured``, when the sum is beyond binary64: R10-3), or, with an ``aggregate`` of method ``median``, ``min`` or ``max``,
 that statistic of the measured values (the median of an even count is the mean of the two middle ones); ``null`` when ``n`` is 0. For any other
 aggregate method the value is the producer's: it is not recomputed (``result()["value"]`` is ``None`` and
 :attr:`EntryAccumulator.recomputes_value` is False).
@@ -50,8 +50,9 @@ Driving the accumulators from a verifier
         got = ea.result()
         keys = ("N", "n", "notMeasured", "sum", "sumSq", "value") if ea.recomputes_value else (
                "N", "n", "notMeasured", "sum")
-        for k in keys:
-            if k in entry and not value_matches(entry[k], got[k]):   # `sum`, `sumSq` are optional
+        for k in keys:   # `sum`, `sumSq` are optional; `sumSq` within §3.6's tolerance, the others exactly
+            match = value_matches if k == "sumSq" else exactly_matches
+            if k in entry and not match(entry[k], got[k]):
                 ...report ("summary.json", "summary")
         # `value` and N/n/notMeasured are required by the schema, so they are always present when schema-valid
 
@@ -88,6 +89,7 @@ __all__ = [
     "entry_key",
     "EntryAccumulator",
     "SummaryAccumulator",
+    "exactly_matches",
     "value_matches",
     "TOLERANCE",
     "compute_summary",
@@ -354,14 +356,10 @@ class EntryAccumulator:
             method = self.aggregate_method
             if method is None:
                 # [SUM-5]: the binary64 `sum` divided by `n` in one binary64 division, as the reference writer
-                # computes it (2.1 / 5 is 0.42000000000000004, not the exact mean 0.42 rounded once); when the
-                # sum itself is beyond binary64 (no `sum` can be written), the exact mean rounded once
-                if self.kind == "count":
-                    value = total
-                elif total is not None:
-                    value = total / n
-                else:
-                    value = _round(self._exact, _ONE * n)
+                # computes it (2.1 / 5 is 0.42000000000000004, not the exact mean 0.42 rounded once);
+                # when the sum is beyond binary64 there is no `sum`, so no value either: null, and the entry's
+                # verdict not_measured (R10-3, as the reference verifier rules it; compute_summary writes that)
+                value = None if total is None else total if self.kind == "count" else total / n
             elif method == "min":
                 value = self._min
             elif method == "max":
@@ -424,6 +422,21 @@ class SummaryAccumulator:
                 acc.N += 1
         elif state not in _LEFT_OUT_STATES:
             raise ValueError(f"unknown state {state!r}")
+
+
+def exactly_matches(written: Any, recomputed: Any) -> bool:
+    """A written ``sum`` or ``value`` (mean, count, median, min, max) against its recomputed value: equal as binary64
+    numbers, exactly, as the reference verifier compares them (its rulings R10-3 and R11-2, newer than §3.6's
+    tolerance: an exact mean rounded once is not SUM-5's ``sum / n``). None (JSON null) matches only None."""
+    if recomputed is None or written is None:
+        return written is None and recomputed is None
+    for v in (written, recomputed):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return False
+    try:
+        return float(written) == float(recomputed)
+    except OverflowError:
+        return False
 
 
 def value_matches(written: Any, recomputed: Any) -> bool:
@@ -599,7 +612,8 @@ def compute_summary(
                         f"request:/lanes/{i}/metrics/{j}",
                     )
             entry["value"] = value
-            entry["verdict"] = "not_measured" if n == 0 else (e.get("verdict") or "scored")
+            beyond = n > 0 and acc.aggregate_method is None and value is None  # the sum is beyond binary64 (R10-3)
+            entry["verdict"] = "not_measured" if n == 0 or beyond else (e.get("verdict") or "scored")
             if e.get("rule") is not None:
                 entry["rule"] = e["rule"]
             if e.get("aggregate") is not None:

@@ -47,7 +47,7 @@ from aefgate.formats.aef.resultid import result_id
 from aefgate.formats.aef.resultline import reader_valid
 from aefgate.formats.aef.schema import validator
 from aefgate.formats.aef.seal import Manifest, read_seal_lean, seal_problems
-from aefgate.formats.aef.summary import LEFT_OUT, EntryAccumulator, _scaled, measure, value_matches
+from aefgate.formats.aef.summary import LEFT_OUT, EntryAccumulator, _scaled, exactly_matches, measure, value_matches
 from aefgate.formats.aef.times import parse_time
 from aefgate.formats.aef.vocab import CONTENT_KINDS, SEC6_ATTRIBUTES
 
@@ -650,15 +650,20 @@ class _RunVerifier:
             if got["N"] != entry["N"] or got["n"] != entry["n"] or got["notMeasured"] != entry["notMeasured"]:
                 self.x("summary.json", "summary")
                 continue
-            if "sum" in entry and not value_matches(entry["sum"], got["sum"]):
+            # `sum` and the values AEF defines compare exactly (binary64), `sumSq` within §3.6's tolerance, as the
+            # reference verifier does (R10-3, R11-2)
+            if "sum" in entry and not exactly_matches(entry["sum"], got["sum"]):
                 self.x("summary.json", "summary")
                 continue
             if "sumSq" in entry and not value_matches(entry["sumSq"], got["sumSq"]):
                 self.x("summary.json", "summary")
                 continue
             if acc.computes_value:
-                if not value_matches(entry["value"], got["value"]):
+                if not exactly_matches(entry["value"], got["value"]):
                     self.x("summary.json", "summary")
+                elif (got["n"] and got["value"] is None and acc.aggregate_method is None
+                      and entry.get("verdict") != "not_measured"):
+                    self.x("summary.json", "summary")  # a sum beyond binary64: no value, not measured (R10-3)
             elif (entry["value"] is None) != (got["n"] == 0):
                 # [SUM-8]: a producer's aggregate is null exactly when n is 0
                 self.x("summary.json", "summary")
