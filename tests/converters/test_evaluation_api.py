@@ -377,3 +377,29 @@ def test_serve_evaluation_api_answers_from_the_run(finished: Path) -> None:
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert json.loads(out)["requests"] == {"200": 2, "404": 1, "400": 1}
+
+
+def test_a_deeper_path_comes_back_whole(tmp_path: Path):
+    """A store v1 run's assertion lines (``scenario/assertions/1``: deeper than a group and its insight) go out as
+    the group ``scenario``'s insight ``assertions/1``, named by the path, and come back at the same path, not as
+    ``scenario/assertions%2F1`` (docs/mappings/evaluation-api.md); an insight whose name is not its path (a real
+    response's) is read as ``<group>/<ref escaped>`` as before."""
+    from aefgate.converters.store_v1.importer import from_store_v1
+
+    run = from_store_v1(SAMPLES / "store-v1" / ".agenteval", tmp_path / "run", run="2026-05-20_09-14-07_3fa9c2e1",
+                        at="2026-12-01T00:00:00Z").path
+    assert "scenario/assertions/1" in {x["path"] for _, x in jsonio.iter_ndjson(run / "results.ndjson")}
+    report = fidelity("evaluation-api", run)
+    assert report.ok, report.summary()
+    assert "results:path" in report.kept, report.summary()
+    # the sample's group insight with a ref holding '/': escaped, unless its name is exactly <group>/<ref>
+    doc = json.loads((API / "finished.json").read_text())
+    group = next(s for s in doc["results"] if s["type"] == "GROUP")
+    group["insights"][0]["ref"] = "level/one"
+    group["insights"][1]["ref"], group["insights"][1]["name"] = "topics/two", "Engagement/topics/two"
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "finished.json").write_text(json.dumps(doc))
+    back = from_evaluation_api(tmp_path / "in" / "finished.json", tmp_path / "imported", subject="agent:acme-support",
+                               at="2026-12-01T00:00:00Z")
+    paths = {x["path"] for _, x in jsonio.iter_ndjson(Path(back) / "results.ndjson")}
+    assert {"Engagement/level%2Fone", "Engagement/topics/two"} <= paths, paths

@@ -254,14 +254,157 @@ def test_inspect_page_items_are_declared():
 
 
 def test_field_patterns_and_loss_shape():
-    assert field_matches("results:annotator", "results:annotator.promptHash")
-    assert field_matches("results:scores[].metric", "results:scores[].metric")
+    """A pattern covers exactly the field of that name; its wildcards say what they cover (registry.Loss)."""
+    assert field_matches("results:scores[].metric", "results:scores[].metric")  # [ ] literal
+    assert field_matches("results:usage[].costSource", "results:usage[].costSource")
+    assert not field_matches("results:usage[].costSource", "results:usageX].costSource")
+    assert not field_matches("results:annotator", "results:annotator.promptHash")  # no prefix matching
     assert not field_matches("results:reason", "results:reasoning.blob")
-    assert field_matches("run.json:*", "run.json:subject.ref")
-    assert field_matches("samples:scores.*.answer", "samples:scores.match.answer")
+    assert not field_matches("samples:scores", "samples:scores.match.value")
+    # * is one path segment
+    assert field_matches("samples:scores.*.explanation", "samples:scores.match.explanation")
+    assert not field_matches("samples:scores.*.explanation", "samples:scores.a.b.explanation")
+    assert not field_matches("samples:scores.*.explanation", "samples:scores.match.metadata.explanation")
+    assert field_matches("run.json:*", "run.json:runId") and not field_matches("run.json:*", "run.json:subject.ref")
+    # a trailing .** is the field and everything below it, nothing beside it
+    assert field_matches("header:eval.task_args.**", "header:eval.task_args")
+    assert field_matches("header:eval.task_args.**", "header:eval.task_args.n.deep")
+    assert not field_matches("header:eval.task_args.**", "header:eval.task_args_passed")
+    assert not field_matches("results:ext.**", "results:extra")
+    # ** elsewhere: any characters
+    assert field_matches("run.json:**", "run.json:subject.ref") and field_matches("a:**.x", "a:b.c.x")
+    assert not field_matches("a:**.x", "a:b.c.y")
     with pytest.raises(ValueError):
         Loss("x", lines="sometimes")
     for c in registry().converters:  # every declared field names a field the harness writes
         for loss in c.losses:
             for f in loss.fields:
-                assert re.match(r"(run\.json|file|results|header|samples|response):", f), (c.name, f)
+                assert re.match(r"(run\.json|file|results|header|samples|results|reductions|stats|response):", f), \
+                    (c.name, f)
+
+
+# -- a declaration never hides a field it does not name -------------------------------------------------------------
+
+
+def _unsealed_copy(run: Path, dst: Path) -> Path:
+    """A writable, unsealed copy of a sealed example run (a test changes its lines, then seals it again)."""
+    from tests._shared import copy_run
+
+    out = copy_run(run, dst)
+    for name in ("seal.json", "attestation.dsse.json"):
+        (out / name).unlink(missing_ok=True)
+    return out
+
+
+def _reseal(run: Path) -> Path:
+    from aefgate.formats.aef.sealer import seal_run
+
+    seal_run(run, sealed_by="producer")
+    return run
+
+
+def _with_losses(fmt_pair: tuple[str, str], replace: dict[str, tuple[str, ...]], **hooks) -> Registry:
+    """The installed registry with the losses of the converter ``fmt_pair`` (source, target) whose fields are a
+    key of ``replace`` declaring those fields instead, and the given hooks (``run=``) replaced."""
+    import dataclasses
+
+    out = []
+    for c in registry().converters:
+        if (c.source, c.target) == fmt_pair:
+            losses = tuple(dataclasses.replace(x, fields=replace.get(tuple(x.fields), x.fields)) for x in c.losses)
+            c = dataclasses.replace(c, losses=losses, **hooks)
+        out.append(c)
+    return Registry(out)
+
+
+def test_a_declared_ext_member_does_not_hide_another(tmp_path: Path):
+    """AEF -> AEP -> AEF drops a line's ext. Declared as ``results:ext.**`` (the page's item: a line's ext), a
+    planted member is declared; declared for one member only, the planted one is reported undeclared."""
+    import json
+
+    run = _unsealed_copy(EXAMPLES / "aef-inspect" / "run", tmp_path / "run")
+    lines = (run / "results.ndjson").read_text().splitlines()
+    first = json.loads(lines[0])
+    first.setdefault("ext", {})["planted.member"] = {"x": 1}
+    (run / "results.ndjson").write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
+    _reseal(run)
+    report = fidelity("aep", run)
+    assert report.ok, report.summary()
+    assert report.fields["results:ext.planted.member"].declared == 1
+    reg = _with_losses(("aef", "aep"), {("results:ext.**", "results:annotator.promptHash"):
+                                        ("results:ext.inspect_ai", "results:annotator.promptHash")})
+    report = fidelity("aep", run, reg=reg)
+    assert "results:ext.planted.member" in report.undeclared, report.summary()
+    assert "results:ext.inspect_ai" not in report.undeclared
+
+
+def _changed_export(change):
+    """An Inspect export (to ``.json``) whose log ``change(doc)`` alters after it is written."""
+    import json
+
+    exp = registry().between("aef", "inspect")
+
+    def run(src, dst, **kw):
+        exp.run(src, dst, **kw)
+        doc = json.loads(Path(dst).read_text())
+        change(doc)
+        Path(dst).write_text(json.dumps(doc))
+
+    return run
+
+
+def test_a_declared_score_explanation_does_not_hide_its_metadata():
+    """The source cycle, with a Score.metadata member changed on the way back: a loss declared for
+    ``samples:scores.*.explanation`` does not cover ``samples:scores.<scorer>.metadata.<member>``; a member that
+    appears only on the way back is a difference too (undeclared unless a loss covers it)."""
+
+    def change(doc):
+        for sample in doc["samples"]:
+            for score in (sample.get("scores") or {}).values():
+                score["metadata"] = {**(score.get("metadata") or {}), "planted": "changed"}
+            sample["planted_member"] = 1
+
+    import dataclasses
+
+    reg = _with_losses(("aef", "inspect"), {}, run=_changed_export(change))
+    only = (Loss("the explanation", ("samples:scores.*.explanation",)),)  # the one declaration of this trip
+    reg = Registry([dataclasses.replace(c, losses=only) if "inspect" in (c.source, c.target) else c
+                    for c in reg.converters])
+    report = fidelity_from_source("inspect", SAMPLES / "inspect" / "basic.json", reg=reg)
+    assert set(report.losses) == set(only)  # (once from each direction)
+    planted = [f for f in report.fields if f.startswith("samples:scores.") and f.endswith(".metadata.planted")]
+    assert planted and set(planted) <= set(report.undeclared), report.summary()
+    assert "samples:planted_member" in report.undeclared and "samples:planted_member" in report.added
+
+
+def test_the_aef_cycle_counts_what_only_the_way_back_has(tmp_path: Path):
+    """A member only on the way back is a difference of that field, except what an import adds by the
+    specification (imported, [RUN-15]; the ingest seal): fidelity.ADDED_BY_IMPORT, docs/design/converters.md."""
+    from aefgate.converters.fidelity import ADDED_BY_IMPORT
+
+    assert ADDED_BY_IMPORT == ("run.json:imported.**", "file:seal.json")
+    report = fidelity("aep", EXAMPLES / "aef-inspect" / "run", options={"max_capture": "full"})
+    assert report.ok, report.summary()
+    # a line with a reasoning blob and no reason gets one on the way back: counted, and declared by the page's item
+    c = report.fields["results:reason"]
+    assert c.declared >= 1 and not c.undeclared and "results:reason" in report.added
+
+
+def test_a_refusal_of_the_way_back_names_the_run_and_the_step_not_temporary_files(tmp_path: Path):
+    """The way back of a trip is refused at a place in the trip's temporary folder: the report names the run given,
+    the step, and the export's line, never the temporary folder (removed when the trip ends)."""
+    exp = registry().between("aef", "aep")
+
+    def broken(src, dst, **kw):
+        exp.run(src, dst, **kw)
+        with open(dst, "a") as f:
+            f.write("{not json\n")
+
+    run = EXAMPLES / "aef-inspect" / "run"
+    report = fidelity("aep", run, reg=_with_losses(("aef", "aep"), {}, run=broken))
+    r = report.refusal
+    assert r is not None and not report.ok
+    assert r.where == str(run), r
+    assert "aefgate-fidelity-" not in r.message and "/tmp/" not in r.message, r
+    assert r.message.startswith("step 2 of aef -> aep -> aef (aep-to-aef"), r
+    assert "its aep export" in r.message, r

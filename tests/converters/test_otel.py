@@ -109,6 +109,11 @@ def test_round_trip_loses_exactly_the_pages_list():
         for f in item["fields"]:
             if f.startswith("results:reasoning"):  # its text comes back as reason
                 assert "results:reason" in kept or "results:reason" in report.added
+            elif f == "results:reason":  # kept on every line that had one; a line with only a reasoning blob gets
+                c = report.fields[f]      # one on the way back (its text), a difference the reasoning item declares
+                assert c.kept == sum(1 for x in _lines(EXAMPLES / "aef-inspect" / "input" / "results.ndjson")
+                                     if "reason" in x), c
+                assert not c.undeclared and all(t.startswith("The reasoning blob") for t in c.losses), c
             elif f == "results:traceLink":
                 assert {"results:traceLink.traceId", "results:traceLink.spanId"} <= kept
             else:
@@ -282,3 +287,27 @@ def test_the_pages_lists_are_the_declared_losses():
         for t in declared:
             assert t in page, t
         assert len(page) == sum(len(t) for t in declared) + len(declared) - 1  # nothing on the page left out
+
+
+def test_trials_and_their_rollups_come_back(tmp_path: Path):
+    """A run with epochs: each trial line's event carries aefgate.trial, each rollup's aefgate.trials.aggregation
+    (aefgate's attributes, docs/mappings/otel.md); the import places them back as trial lines and rollups ([RES-8])
+    with the same trials counts, and the round trip keeps them."""
+    from aefgate.converters.inspect.importer import from_inspect
+    from aefgate.converters.otel.exporter import to_otel
+
+    run = from_inspect(SAMPLES / "inspect" / "epochs_mean.eval", tmp_path / "run", at="2026-12-01T00:00:00Z")
+    orig = _lines(run / "results.ndjson")
+    assert any("trial" in x for x in orig) and any("trials" in x for x in orig)
+    events = to_otel(run, tmp_path / "events.jsonl")
+    attrs = [{a["key"]: a["value"] for a in rec["attributes"]}
+             for doc in _lines(events) for rl in doc["resourceLogs"] for sl in rl["scopeLogs"]
+             for rec in sl["logRecords"]]
+    assert sorted(int(a["aefgate.trial"]["intValue"]) for a in attrs if "aefgate.trial" in a) == \
+        sorted(x["trial"] for x in orig if "trial" in x for _ in x.get("scores") or [None])
+    assert sum("aefgate.trials.aggregation" in a for a in attrs) == sum(
+        max(1, len(x.get("scores") or [])) for x in orig if "trials" in x)
+    report = fidelity("otel", run)
+    assert report.ok, report.summary()
+    assert {"results:trial", "results:trials.n", "results:trials.passed", "results:trials.aggregation"} <= \
+        set(report.kept), report.summary()

@@ -15,6 +15,7 @@ the command line starts fast.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 import traceback
@@ -363,6 +364,8 @@ def fidelity(
 
         require_file(from_source)
         report = api.fidelity(fmt, from_source=from_source, options=options)
+    if report.refusal is not None:  # the way back's refusal, as this command spells the options it names
+        report.refusal = in_flags(report.refusal, ["fidelity"])
     if as_json:
         render.emit_json(report.to_json())
     else:
@@ -607,6 +610,70 @@ for _commands in (overlay_cmds, inspect_cmds, aep_cmds, otel_cmds, assert_cmds, 
     _commands.register(app, aef_app)
 
 
+# -- a library refusal's options, as the command that ran spells them ------------------------------------------------
+
+#: library code names a converter option as ``option 'NAME'`` (its parameter), or ``option 'NAME=VALUE'`` with the
+#: value that would do; the command line shows it as the flag of the command that ran (:func:`in_flags`)
+OPTION_REF = re.compile(r"option '([A-Za-z_][A-Za-z0-9_]*)(?:=([^']*))?'")
+
+#: a converter option a command takes under a flag of another name: command path -> {option: flag}
+OPTION_FLAGS = {
+    "convert": {"from": "--from-tool", "source": "--from", "target": "--to"},
+    "export assert": {"assert_suite": "--suite", "assert_run": "--run"},
+}
+
+
+def _command_of(args: list[str]) -> tuple[str, object | None]:
+    """The command ``args`` run (its path, ``export assert``, and its click command), as far as it resolves."""
+    cmd: object = typer.main.get_command(app)
+    path: list[str] = []
+    for a in args:
+        if not isinstance(getattr(cmd, "commands", None), dict) or a.startswith("-"):
+            break
+        sub = cmd.commands.get(a)  # type: ignore[attr-defined]
+        if sub is None:
+            break
+        path.append(a)
+        cmd = sub
+    return " ".join(path), cmd
+
+
+def flag_for(option: str, args: list[str]) -> str | None:
+    """How the command ``args`` run takes the converter option ``option``: its own flag (``--taxonomy`` in
+    ``export assert``), else ``--opt option=...`` where it has ``--opt`` (``convert``, ``fidelity``); None when it
+    takes it in no way."""
+    path, cmd = _command_of(args)
+    if option in OPTION_FLAGS.get(path, {}):
+        return OPTION_FLAGS[path][option]
+    params = [p for p in getattr(cmd, "params", ()) if getattr(p, "param_type_name", "") == "option"]
+    for p in params:
+        longs = [o for o in p.opts if o.startswith("--")]
+        if longs and p.name not in ("from_", "opt") and (
+                p.name == option or any(o[2:].replace("-", "_") == option for o in longs)):
+            return longs[0]
+    if any("--opt" in p.opts for p in params):
+        return f"--opt {option}=..."
+    return None
+
+
+def in_flags(r: Refusal, args: list[str]) -> Refusal:
+    """The refusal ``r`` with each option it names (``option 'NAME'``, in its message and its place) written as the
+    command that ran (``args``) takes it: the one place where the command line turns a converter's parameter into
+    a flag. An option the command takes in no way stays as the library named it."""
+    def one(m: "re.Match[str]") -> str:
+        flag = flag_for(m.group(1), args)
+        if flag is None:
+            return m.group(0)
+        if m.group(2) is None:
+            return flag
+        return flag.replace("=...", "=" + m.group(2)) if flag.endswith("=...") else f"{flag} {m.group(2)}"
+
+    message, where = OPTION_REF.sub(one, r.message), OPTION_REF.sub(one, r.where or "")
+    if (message, where) == (r.message, r.where or ""):
+        return r
+    return Refusal(r.rule, message, where, exit_code=r.exit_code)
+
+
 def _json_requested(args: list[str]) -> bool:
     head = args[: args.index("--")] if "--" in args else args
     return "--json" in head
@@ -632,6 +699,7 @@ def run(argv: Optional[List[str]] = None) -> int:
             rv = app(args=args, prog_name="aefgate", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except Refusal as r:
+        r = in_flags(r, args)
         if as_json:
             render.emit_json(r.to_json())
         render.print_error(r.rule, r.where, r.message)

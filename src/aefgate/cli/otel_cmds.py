@@ -86,6 +86,9 @@ def export_otel(
     aigp: bool = typer.Option(False, "--aigp", help="Also write each line's AIGP grader type (aigp.grader.type; "
                               "aigp.grader.confidence UNCALIBRATED for a judge without calibration): "
                               "docs/mappings/aigp.md."),
+    name_from: str = typer.Option("summary", "--name-from", help="How a line without scores that no summary entry "
+                                  "names is named (OT-1): summary (the page: refused) or path (aefgate's "
+                                  "extension: the event takes the line's path as its name; docs/mappings/otel.md)."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Export a run that verifies as OpenTelemetry gen_ai.evaluation.result events: one OTLP/JSON LogsData line per
@@ -117,7 +120,7 @@ def export_otel(
         if timeout <= 0:
             raise Refusal("CLI-2", "--timeout is more than 0", "--timeout")
         sent = send_otel(run, to, encoding=encoding, headers=headers, policy=Policy(retries=retries, timeout=timeout),
-                         aigp=aigp)
+                         aigp=aigp, name_from=name_from)
         if as_json:
             render.emit_json({"run": str(run), "to": to, **sent})
             return
@@ -131,7 +134,7 @@ def export_otel(
     from aefgate.converters.otel.exporter import to_otel
     from aefgate.fsutil import count_lines
 
-    path = to_otel(run, out, aigp=aigp)
+    path = to_otel(run, out, aigp=aigp, name_from=name_from)
     n = count_lines(path)
     if as_json:
         render.emit_json({"run": str(run), "output": str(path), "lines": n})

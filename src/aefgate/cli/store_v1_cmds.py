@@ -73,8 +73,13 @@ def import_store_v1(
         raise Refusal("CLI-2", "--jobs is for --all", "--jobs")
     from aefgate.converters.store_v1.importer import from_store_v1
 
-    m = from_store_v1(source, out, run=run, target_mode=target_mode, content_capture=content_capture,
-                      subject=subject, at=at, key=key)
+    try:
+        m = from_store_v1(source, out, run=run, target_mode=target_mode, content_capture=content_capture,
+                          subject=subject, at=at, key=key)
+    except Refusal as r:  # this command alone can also migrate every run of a workspace
+        if r.rule == "SV1-1" and r.message.startswith("this is a workspace"):
+            raise Refusal(r.rule, f"{r.message}, or migrate every run with --all", r.where) from None
+        raise
     _warn(m.warnings)
     if as_json:
         render.emit_json({"input": str(source), **m.to_json(), "warnings": m.warnings})

@@ -13,19 +13,21 @@ TARGET_MODES = ("live", "replayed", "scripted", "mocked")
 
 
 def check_import_options(*, target_mode: str, content_capture: str, at: str | None) -> None:
-    """``--target-mode`` one of :data:`TARGET_MODES`, ``--content-capture`` on or off, ``--at`` an [ENC-8] time."""
+    """Option ``target_mode`` one of :data:`TARGET_MODES`, ``content_capture`` on or off, ``at`` an [ENC-8] time
+    (refusals name the option as ``option 'NAME'``: the command line writes it as the flag of the command that ran)."""
     from aefgate.formats.aef.times import parse_time
 
     if target_mode not in TARGET_MODES:
-        raise Refusal("CLI-2", f"--target-mode is {', '.join(TARGET_MODES[:-1])} or {TARGET_MODES[-1]}, not "
-                               f"{target_mode!r}", "--target-mode")
+        raise Refusal("CLI-2", f"option 'target_mode' is {', '.join(TARGET_MODES[:-1])} or {TARGET_MODES[-1]}, not "
+                               f"{target_mode!r}", "option 'target_mode'")
     if content_capture not in ("on", "off"):
-        raise Refusal("CLI-2", f"--content-capture is on or off, not {content_capture!r}", "--content-capture")
+        raise Refusal("CLI-2", f"option 'content_capture' is on or off, not {content_capture!r}",
+                      "option 'content_capture'")
     if at is not None:
         try:
             parse_time(at)
         except ValueError:
-            raise Refusal("CLI-2", f"--at {at!r} is not an RFC 3339 UTC time (ENC-8)", "--at") from None
+            raise Refusal("CLI-2", f"option 'at' {at!r} is not an RFC 3339 UTC time (ENC-8)", "option 'at'") from None
 
 
 def verified_pass(root, rule: str, mapper, *, withheld_ok=()) -> object:

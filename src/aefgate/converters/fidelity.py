@@ -15,8 +15,12 @@ unless the caller gives those options.
 The run that comes back must verify (``intact``, or ``unsealed`` for a running run), or the trip fails.
 Every field of the original is reported as **kept**, **lost as declared** (a :class:`~.registry.Loss` of either
 direction that applies to the options used covers it), or **lost but not declared** (a defect: the report is not
-``ok``); a declared loss whose fields were all kept is reported as **declared but kept** (not a failure). Fields
-the way back adds are listed as ``added``. A refusal of the way back is a failure too.
+``ok``); a declared loss whose fields were all kept is reported as **declared but kept** (not a failure). Both
+cycles compare every member of both sides: a field (or record) only on the way back is listed as ``added`` and is a
+difference of that field too, declared only when a loss covers it; in the AEF cycle, what an import adds by the
+specification (:data:`ADDED_BY_IMPORT`: ``imported``, the ingest seal) is not. A loss covers exactly the fields its
+patterns name (:func:`aefgate.converters.registry.field_matches`). A refusal of the way back is a failure too; a
+refusal of either step names the run or source file given and the step, never the trip's temporary files.
 
 Field names, AEF cycle:
 
@@ -39,16 +43,18 @@ hold RFC 3339 times compare as instants (and Inspect's ``..._at`` and ``created`
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
+import re
 import shutil
 import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
-from aefgate.converters.registry import HUB, Converter, Loss, Registry, _step_options, registry
+from aefgate.converters.registry import HUB, Converter, Loss, Registry, _step_options, field_matches, registry
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.times import parse_time
@@ -186,6 +192,23 @@ def _in_scope(loss: Loss, line: Mapping[str, Any] | None, case_root: bool) -> bo
     return not case_root  # not_case_root
 
 
+#: what the way back of the AEF cycle adds by the specification, not a difference: an import is an imported run,
+#: which says so ([RUN-15]: imported.from, imported.asserted), and is sealed ``ingest`` (a seal where the original,
+#: a running or unsealed run, had none). Anything else the way back adds is a difference of that field.
+ADDED_BY_IMPORT = ("run.json:imported.**", "file:seal.json")
+
+
+def _added(report: FidelityReport, fieldname: str, line: Mapping[str, Any] | None = None, case_root: bool = True,
+           *, exempt: bool = True) -> None:
+    """A field present only on the way back: listed in ``added`` and, unless the import adds it by the
+    specification (:data:`ADDED_BY_IMPORT`, the AEF cycle only), a difference (a lost place of that field)."""
+    if fieldname not in report.added:
+        report.added.append(fieldname)
+    if exempt and any(field_matches(p, fieldname) for p in ADDED_BY_IMPORT):
+        return
+    report.note(fieldname, False, line, case_root=case_root)
+
+
 # -- values ---------------------------------------------------------------------------------------------------------
 
 
@@ -289,9 +312,13 @@ def fidelity(fmt: str, run_dir: str | os.PathLike[str], *, options: Mapping[str,
     work = Path(tempfile.mkdtemp(prefix="aefgate-fidelity-"))
     try:
         exported = work / f"exported{exp.suffix}"
-        exp.run(root, exported, **exp_kw)
+        with _relocated(work, root, f"step 1 of {report.cycle} ({exp.name}, exporting the run)",
+                        {"exported": f"its {fmt} export"}):
+            exp.run(root, exported, **exp_kw)
         try:
-            imp.run(exported, work / "back", **imp_kw)
+            with _relocated(work, root, f"step 2 of {report.cycle} ({imp.name}, importing the run's {fmt} export "
+                                        "back)", {"exported": f"its {fmt} export", "back": "the run coming back"}):
+                imp.run(exported, work / "back", **imp_kw)
         except Refusal as r:
             report.refusal = r
             return report
@@ -300,6 +327,35 @@ def fidelity(fmt: str, run_dir: str | os.PathLike[str], *, options: Mapping[str,
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return report
+
+
+@contextlib.contextmanager
+def _relocated(work: Path, given: Path, step: str, names: Mapping[str, str]) -> Iterator[None]:
+    """A refusal of a step of a round trip that names a place in the trip's temporary folder (removed when the trip
+    ends) names instead the input the user gave (``given``: the run or the source file) and says which step refused
+    and in which of its files: ``names`` maps the temporary folder's entries to what they are for people."""
+    try:
+        yield
+    except Refusal as r:
+        message, where = r.message, r.where or ""
+        for p in sorted({str(work.resolve()), str(work)}, key=len, reverse=True):
+            message = _rename_temporary(message, p, names)
+            if where.startswith(p):
+                message = f"{message} (in {_rename_temporary(where, p, names)})"
+                where = str(given)
+        raise Refusal(r.rule, f"{step}: {message}", where, exit_code=r.exit_code) from None
+
+
+def _rename_temporary(text: str, prefix: str, names: Mapping[str, str]) -> str:
+    """``text`` with each path under ``prefix`` written as what it is (``names``: its first component's meaning)."""
+    def one(m: "re.Match[str]") -> str:
+        rest = m.group(1).lstrip("/")
+        head, _, tail = rest.partition("/")
+        stem = head.split(".", 1)[0]
+        label = names.get(stem, "a temporary file of the round trip")
+        return label + (f", {tail}" if tail else "")
+
+    return re.sub(re.escape(prefix) + r"((?:/[^\s:,'\"()]*)*)", one, text)
 
 
 def compare_runs(orig: Path, back: Path, report: FidelityReport, key: Any = None) -> FidelityReport:
@@ -316,7 +372,9 @@ def _compare_run_json(orig: Path, back: Path, report: FidelityReport) -> None:
     fb = _flat(jsonio.read_json(back / "run.json"), "")
     for k, v in fa.items():
         report.note(f"run.json:{k}", k in fb and same(v, fb[k], k.rsplit(".", 1)[-1]))
-    report.added.extend(f"run.json:{k}" for k in fb if k not in fa)
+    for k in fb:
+        if k not in fa:
+            _added(report, f"run.json:{k}")
 
 
 def _json_value(path: Path) -> Any:
@@ -346,7 +404,7 @@ def _compare_files(orig: Path, back: Path, report: FidelityReport) -> None:
         report.note(f"file:{name}", kept)
     for q in sorted(back.iterdir()):
         if not (orig / q.name).exists() and q.name != "results.ndjson":
-            report.added.append(f"file:{q.name}")
+            _added(report, f"file:{q.name}")
 
 
 def _usage_totals(lines: Iterable[Mapping[str, Any]]) -> tuple[Counter, dict]:
@@ -376,7 +434,6 @@ def _compare_results(orig: Path, back: Path, report: FidelityReport, pair: Any) 
         if line.get("parentResultId") is None and key not in seen:
             seen.add(key)
             first_roots.add(line["resultId"])
-    added: set[str] = set()
     for a in a_order:
         rid = a["resultId"]
         b = b_lines.get(pair(a, True))
@@ -390,16 +447,28 @@ def _compare_results(orig: Path, back: Path, report: FidelityReport, pair: Any) 
             if k == "scores":
                 _compare_scores(v, b.get("scores") or [], report, a, case_root)
                 continue
-            if isinstance(v, dict) and v:
-                bv = b.get(k) if isinstance(b.get(k), dict) else {}
+            bv = b.get(k)
+            if isinstance(v, dict) and (v or isinstance(bv, dict) and bv):  # one level of objects opened
+                bv = bv if isinstance(bv, dict) else {}
                 for sk, sv in v.items():
                     report.note(f"results:{k}.{sk}", sk in bv and same(sv, bv[sk], sk), a, case_root=case_root)
-                added.update(f"results:{k}.{sk}" for sk in bv if sk not in v)
+                for sk in bv:
+                    if sk not in v:
+                        _added(report, f"results:{k}.{sk}", a, case_root)
                 continue
-            report.note(f"results:{k}", k in b and same(v, b[k], k), a, case_root=case_root)
+            report.note(f"results:{k}", k in b and same(v, bv, k), a, case_root=case_root)
         if "usage" in a:
             report.note("results:usage", same(a["usage"], b.get("usage")), a, case_root=case_root)
-        added.update(f"results:{k}" for k in b if k not in a)
+        for k, bv in b.items():  # members only on the way back
+            if k in a:
+                continue
+            if k == "scores":
+                _compare_scores([], bv or [], report, a, case_root)
+            elif isinstance(bv, dict) and bv and k != "usage":
+                for sk in bv:
+                    _added(report, f"results:{k}.{sk}", a, case_root)
+            else:
+                _added(report, f"results:{k}", a, case_root)
     ta, sa = _usage_totals(a_order)
     tb, sb = _usage_totals(b_order)
     for key in sorted({k[:3] for k in ta}, key=repr):
@@ -410,7 +479,6 @@ def _compare_results(orig: Path, back: Path, report: FidelityReport, pair: Any) 
     in_back = set(matched)
     if matched:  # (no line came back: there is no order to speak of)
         report.note("results:order", matched == [pair(line, False) for line in b_order if pair(line, False) in in_back])
-    report.added.extend(sorted(added))
 
 
 def _compare_scores(a: list[dict], b: list[dict], report: FidelityReport, line: Mapping[str, Any],
@@ -428,6 +496,9 @@ def _compare_scores(a: list[dict], b: list[dict], report: FidelityReport, line: 
             continue
         for m, v in sa.items():
             report.note(f"results:scores[].{m}", m in sb and same(v, sb[m], m), line, case_root=case_root)
+        for m in sb:
+            if m not in sa:
+                _added(report, f"results:scores[].{m}", line, case_root)
 
 
 # -- the source cycle -----------------------------------------------------------------------------------------------
@@ -441,7 +512,7 @@ def fidelity_from_source(fmt: str, source: str | os.PathLike[str], *, options: M
     exp, imp = _both_ways(fmt, reg)
     if imp.records is None:
         raise Refusal("CONV-2", f"{imp.source}'s mapping gives no source cycle ({imp.name} does not read its "
-                                "format back as records)", "--from-source")
+                                "format back as records)", "option 'from_source'")
     src = Path(source)
     if not src.exists():
         raise Refusal("CLI-1", "no such file", str(src))
@@ -452,10 +523,14 @@ def fidelity_from_source(fmt: str, source: str | os.PathLike[str], *, options: M
                             [x for x in imp.losses + exp.losses if x.applies({**imp_kw, **exp_kw})])
     work = Path(tempfile.mkdtemp(prefix="aefgate-fidelity-"))
     try:
-        imp.run(src, work / "run", **imp_kw)
+        with _relocated(work, src, f"step 1 of {report.cycle} ({imp.name}, importing the input)",
+                        {"run": "the run imported from it"}):
+            imp.run(src, work / "run", **imp_kw)
         back = work / ("back" + src.suffix)
         try:
-            exp.run(work / "run", back, **exp_kw)
+            with _relocated(work, src, f"step 2 of {report.cycle} ({exp.name}, exporting the run imported from the "
+                                       "input)", {"run": "the run imported from it", "back": f"its {fmt} export"}):
+                exp.run(work / "run", back, **exp_kw)
         except Refusal as r:
             report.refusal = r
             return report
@@ -466,6 +541,8 @@ def fidelity_from_source(fmt: str, source: str | os.PathLike[str], *, options: M
 
 
 def _compare_records(a: list[tuple[str, str, Any]], b: list[tuple[str, str, Any]], report: FidelityReport) -> None:
+    """Every member of both sides: a field (or a record) only on the way back is a difference too, lost unless a
+    loss covers it (it is also listed in ``added``)."""
     back = {(kind, key): value for kind, key, value in b}
     for kind, key, value in a:
         other = back.pop((kind, key), None)
@@ -475,5 +552,8 @@ def _compare_records(a: list[tuple[str, str, Any]], b: list[tuple[str, str, Any]
         fa, fb = _flat(value, ""), _flat(other, "")
         for k, v in fa.items():
             report.note(f"{kind}:{k}", k in fb and same(v, fb[k], k.rsplit(".", 1)[-1]))
-        report.added.extend(sorted({f"{kind}:{k}" for k in fb if k not in fa} - set(report.added)))
-    report.added.extend(sorted({f"{kind}:(record)" for kind, _ in back}))
+        for k in fb:
+            if k not in fa:
+                _added(report, f"{kind}:{k}", exempt=False)
+    for kind, _key in back:
+        _added(report, f"{kind}:(record)", exempt=False)

@@ -26,8 +26,9 @@ Refusals (exit 2), aefgate's own rule ids:
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
+import functools
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -132,8 +133,13 @@ class Loss:
     states it) and the fields it covers, which a program checks (``fields``: patterns of the round-trip harness's
     field names, see :mod:`aefgate.converters.fidelity`; empty: the loss is stated but no field names it).
 
-    A pattern covers a field that equals it, or that continues it with ``.``, ``[`` or ``(`` (``results:annotator``
-    covers ``results:annotator.promptHash``); ``*`` matches anything (``run.json:*``). ``when`` limits the loss to
+    A pattern covers exactly the field of that name: ``results:annotator`` covers ``results:annotator`` and not
+    ``results:annotator.promptHash``. Wildcards say what they cover: ``*`` matches any run of characters but ``.``
+    (one path segment: ``samples:scores.*.explanation``); a trailing ``.**`` covers the field itself and every field
+    below it (``header:eval.task_args.**``: ``header:eval.task_args`` and ``header:eval.task_args.n``, not
+    ``header:eval.task_args_passed``); ``**`` anywhere else matches any run of characters (``run.json:**``). No other
+    prefix matching; ``[ ] ( )`` are literal (``results:usage[].costSource``). A declaration never hides a field it
+    does not name. ``when`` limits the loss to
     the conversions given these options (``{"max_capture": ("none", "metadata")}``); ``lines`` to some result lines
     (one of :data:`LINE_SCOPES`). ``source`` says whose list it is on: ``page`` (the AEF interop page) or
     ``aefgate`` (aefgate's own mapping page, where the spec says nothing)."""
@@ -172,11 +178,23 @@ class Loss:
         return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _pattern(pattern: str) -> "re.Pattern[str]":
+    """A loss's field pattern as a regular expression (see :class:`Loss`)."""
+    body, tail = (pattern[:-3], r"(?:\..*)?") if pattern.endswith(".**") else (pattern, "")
+    out = []
+    for part in re.split(r"(\*\*|\*)", body):
+        out.append(".*" if part == "**" else "[^.]*" if part == "*" else re.escape(part))
+    return re.compile("".join(out) + tail, re.DOTALL)
+
+
 def field_matches(pattern: str, fieldname: str) -> bool:
-    """Whether a loss's field ``pattern`` covers ``fieldname`` (see :class:`Loss`)."""
-    if "*" in pattern:
-        return fnmatch.fnmatchcase(fieldname, pattern)
-    return fieldname == pattern or (fieldname.startswith(pattern) and fieldname[len(pattern)] in ".[(")
+    """Whether a loss's field ``pattern`` covers ``fieldname`` (see :class:`Loss`): exactly that field, ``*`` one
+    path segment (any characters but ``.``), a trailing ``.**`` the field and every field below it, ``**``
+    elsewhere any characters; ``[ ] ( )`` are literal."""
+    if "*" not in pattern:
+        return fieldname == pattern
+    return _pattern(pattern).fullmatch(fieldname) is not None
 
 
 def _as_loss(x: Loss | str) -> Loss:
@@ -318,11 +336,11 @@ class Registry:
         """The converters that take ``source`` to ``target``: direct, else through the AEF hub."""
         source, target = _norm(source), _norm(target)
         known = set(self.names())
-        for fmt, side in ((source, "--from"), (target, "--to")):
+        for fmt, side in ((source, "option 'source'"), (target, "option 'target'")):
             if fmt not in known:
                 raise Refusal("CONV-1", f"unknown format {fmt!r}; known formats: {', '.join(sorted(known))}", side)
         if source == target:
-            raise Refusal("CONV-2", f"{source} to {source} is no conversion", "--to")
+            raise Refusal("CONV-2", f"{source} to {source} is no conversion", "option 'target'")
         direct = self.between(source, target)
         if direct is not None:
             return [direct]
@@ -330,7 +348,8 @@ class Registry:
             first, second = self.between(source, HUB), self.between(HUB, target)
             if first is not None and second is not None:
                 return [first, second]
-        raise Refusal("CONV-2", f"no converter takes {source} to {target}, directly or through {HUB}", "--to")
+        raise Refusal("CONV-2", f"no converter takes {source} to {target}, directly or through {HUB}",
+                      "option 'target'")
 
     def formats(self) -> list[dict]:
         """Each format with its directions: ``import`` (to AEF) and ``export`` (from AEF), with what each loses,
@@ -399,13 +418,13 @@ def _step_options(route_: Sequence[Converter], options: Mapping[str, Any]) -> li
             "CONV-3",
             f"no step of {steps} takes the option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"
             f" (options of this route: {known})",
-            "--opt",
+            "options",
         )
     per_step = []
     for c in route_:
         kw: dict[str, Any] = {}
         for o in c.options:
-            kw[o.name] = o.coerce(options[o.name], f"--opt {o.name}") if o.name in options else o.default
+            kw[o.name] = o.coerce(options[o.name], f"option '{o.name}'") if o.name in options else o.default
         per_step.append(kw)
     return per_step
 

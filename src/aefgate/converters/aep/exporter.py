@@ -759,7 +759,7 @@ def _export_options(options: Mapping[str, Any]) -> dict:
     allowed = ("max_capture", "agent", "source_host", "cause_map", "policy")
     unknown = sorted(k for k in options if k not in allowed)
     if unknown:
-        raise Refusal("CONV-3", f"the AEP export takes no option {', '.join(unknown)}", "--opt")
+        raise Refusal("CONV-3", f"the AEP export takes no option {', '.join(unknown)}", "options")
     out = {k: v for k, v in options.items() if v is not None}
     return out
 

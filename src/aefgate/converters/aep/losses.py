@@ -14,15 +14,19 @@ _NOT_FULL = ({"max_capture": ("none", "metadata", "redacted")}, {"run.contentCap
 LOSSES_TO_AEP: tuple[Loss, ...] = (
     Loss('The run header (run.json) except the runId, the agent and the content-capture level: producer, '
          'subject and deployment details, suite and its digest, judges and their calibration (only its effect, '
-         'UNCALIBRATED), execution, config and thresholds, cost policy, otel, imported, ext.', ("run.json:*",)),
+         'UNCALIBRATED), execution, config and thresholds, cost policy, otel, imported, ext.',
+         ("run.json:producer.**", "run.json:subject.**", "run.json:deployment.**", "run.json:suite.**",
+          "run.json:judges", "run.json:execution.**", "run.json:config.**", "run.json:costPolicy.**",
+          "run.json:otel.**", "run.json:imported.**", "run.json:ext.**", "run.json:provenance.**")),
     Loss('Metric declarations (metrics.json), the summary (summary.json) and gate decisions (gates.ndjson).',
          ("file:metrics.json", "file:summary.json", "file:gates.ndjson")),
     Loss("Evidence: evidence.ndjson, a line's evidence ids, blobs and their digests (the reasoning blob's "
          'digest and size; its text travels as the explanation, AEP-9); traces.otlp.jsonl, logs.otlp.jsonl, '
-         'ext/ files.', ("file:evidence.ndjson", "results:evidence", "file:blobs", "results:reasoning",
+         'ext/ files.', ("file:evidence.ndjson", "results:evidence", "file:blobs", "results:reasoning.*",
+                         "results:reason",
                          "file:traces.otlp.jsonl", "file:logs.otlp.jsonl", "file:ext")),
     Loss('A line\'s ext (except ext."aefgate.aep".guardrail) and annotator.promptHash.',
-         ("results:ext", "results:annotator.promptHash")),
+         ("results:ext.**", "results:annotator.promptHash")),
     Loss('Free text at a metadata ceiling: reason and the reasoning text (and at redacted, what the pipeline '
          'replaces).', ("results:reason",), when=_NOT_FULL),
     Loss('The seal, the attestation and every signature; overlay batches, their seals and signatures, the '
@@ -34,7 +38,10 @@ LOSSES_FROM_AEP: tuple[Loss, ...] = (
     Loss('What the export did not carry (the list above): the imported run has a new header (producer aefgate, '
          'the asserted fields of AEP-14, imported), declares its metrics as score/none/unbounded, computes a '
          'new summary (lane main unless lines carry lane), and has no gates, evidence, blobs, traces or logs.',
-         ("run.json:*", "file:metrics.json", "file:summary.json", "file:gates.ndjson", "file:evidence.ndjson",
+         ("run.json:producer.**", "run.json:imported.**", "run.json:execution.**", "run.json:status",
+          "run.json:abortReason", "run.json:startedAt", "run.json:endedAt", "run.json:contentCapture",
+          "file:metrics.json",
+          "file:summary.json", "file:gates.ndjson", "file:evidence.ndjson",
           "file:blobs", "file:traces.otlp.jsonl", "file:logs.otlp.jsonl")),
     Loss('reason when it did not come through: it becomes not exported (AEP capture <level>) on a line that '
          'needs one ([RES-2]) and is absent otherwise; an explanation taken from the reasoning blob comes back '
@@ -44,7 +51,7 @@ LOSSES_FROM_AEP: tuple[Loss, ...] = (
          "null (written absent: the same meaning).", ("results:order", "results:parentResultId"), lines="root"),
     Loss('At a none ceiling there is no data: every event comes back as a line of its case named evaluation '
          '(evaluation#2, ...; feedback, guardrail for the other types), not_measured, with reason the event '
-         'carries no score.', ("results:*",), when={"max_capture": ("none",)}),
+         'carries no score.', ("results:**",), when={"max_capture": ("none",)}),
     Loss('A label over 64 characters and an explanation over 4096 characters (cut).',
          ("results:scores[].label",)),
     Loss('A feedback correction under a metadata capture.'),

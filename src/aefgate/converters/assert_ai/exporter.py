@@ -46,9 +46,11 @@ def _taxonomy(run_dir: Path, given: str | os.PathLike[str] | None) -> tuple[byte
     """The taxonomy's bytes (as supplied) and its behavior name; ASSERT-11 when there is none ASSERT's judge can
     use (ASSERT skips categories without a name and refuses one named twice)."""
     path = Path(given) if given is not None else run_dir / "ext" / EXT_FOLDER / "taxonomy.json"
-    where = str(path) if given is not None else "--taxonomy"
+    where = str(path) if given is not None else "option 'taxonomy'"
     if not path.is_file():
-        raise Refusal("ASSERT-11", "ASSERT's judge needs a taxonomy (taxonomy.json): give --taxonomy" if given is None
+        raise Refusal("ASSERT-11", "ASSERT's judge needs a taxonomy (taxonomy.json) and the run keeps none (a run "
+                                   "imported from ASSERT keeps it under ext/assert-ai/): give option 'taxonomy'"
+                      if given is None
                       else "no such taxonomy file", where)
     data = path.read_bytes()
     try:
@@ -342,14 +344,14 @@ def to_assert(
     root = Path(run_dir)
     out = Path(os.path.abspath(out_dir))
     check_destination(out, (root,))
-    for name, value in (("--suite", suite), ("--run", run)):
+    for name, value in (("option 'assert_suite'", suite), ("option 'assert_run'", run)):
         if value is not None and not ASSERT_ID.match(value):
             raise Refusal("ASSERT-14", f"{name} {value!r} is not a name ASSERT takes (letters, digits, '.', '_' and "
                                        "'-', starting with a letter or digit)", name)
     if assert_root is not None and not (assert_root.startswith("/") or (len(assert_root) > 2 and
                                                                          assert_root[1:3] in (":\\", ":/"))):
-        raise Refusal("CLI-2", f"--assert-root {assert_root!r} is an absolute path: ASSERT resolves a relative "
-                               "artifacts_root against its own install", "--assert-root")
+        raise Refusal("CLI-2", f"option 'assert_root' {assert_root!r} is an absolute path: ASSERT resolves a "
+                               "relative artifacts_root against its own install", "option 'assert_root'")
     doc, lines = verified_lines(root, "ASSERT-12")
     if doc.get("contentCapture") == "off":
         raise Refusal("ASSERT-10", "the run keeps no content (contentCapture off, RUN-11): it has no conversation "
@@ -359,7 +361,7 @@ def to_assert(
     model = judge_model or next((j.get("model") for j in judges if isinstance(j, dict) and j.get("model")), None)
     if not model:
         raise Refusal("ASSERT-11", "the judge-only configuration names ASSERT's judge model, and the run names no "
-                                   "judge: give --judge-model", "--judge-model")
+                                   "judge: give option 'judge_model'", "option 'judge_model'")
     suite_ref = (doc.get("suite") or {}).get("ref", "")
     named = decode_name(suite_ref.split(":", 1)[1]) if suite_ref.startswith("suite:") else ""
     suite_name = suite or (named if ASSERT_ID.match(named) else "agenteval")
@@ -376,7 +378,7 @@ def to_assert(
         if not counts["cases"]:
             raise Refusal("ASSERT-10", "no case cites a captured conversation (evidence of kind transcript, or "
                                        "output): there is nothing for ASSERT's judge to grade (an ASSERT import "
-                                       "keeps them with --content-capture on)", str(root))
+                                       "keeps them, given option 'content_capture=on')", str(root))
     return {"output": str(out), "cases": written["cases"], "notExported": counts["notExported"],
             "assertSuite": written["suite"], "assertRun": written["run"],
             "caseMap": str(out / Path(written["caseMap"]).name), "config": str(out / Path(written["config"]).name)}

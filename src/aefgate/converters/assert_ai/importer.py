@@ -386,24 +386,25 @@ class _Index:
 def _check_options(*, run_id, source, subject, subject_kind, target_mode, content_capture, at, max_harm_rate,
                    max_over_refusal_rate) -> None:
     check_import_options(target_mode=target_mode or "live", content_capture=content_capture or "on", at=at)
-    for name, value in (("--subject", subject), ("--run-id", run_id), ("--from", source)):
+    for name, value in (("option 'subject'", subject), ("option 'run_id'", run_id), ("option 'from'", source)):
         if value is not None and not value:
             raise Refusal("CLI-2", f"{name} is not empty", name)
     if run_id is not None and not (len(run_id) <= 128 and set(run_id) <= _ID_CHARS):
-        raise Refusal("ASSERT-8", f"--run-id {run_id!r} is not an AEF id (1-128 letters, digits, '.', '_', ':' or "
-                                  "'-')", "--run-id")
+        raise Refusal("ASSERT-8", f"option 'run_id' {run_id!r} is not an AEF id (1-128 letters, digits, '.', '_', "
+                                  "':' or '-')", "option 'run_id'")
     if subject is not None:
         import re
 
         if not re.fullmatch(r"[a-z][a-z0-9-]{0,31}:[!-~]{1,256}", subject):
-            raise Refusal("CLI-2", f"--subject {subject!r} is not a typed reference (kind:name, printable ASCII, no "
-                                   "space)", "--subject")
+            raise Refusal("CLI-2", f"option 'subject' {subject!r} is not a typed reference (kind:name, printable "
+                                   "ASCII, no space)", "option 'subject'")
     if subject_kind is not None and subject_kind not in SUBJECT_KINDS:
-        raise Refusal("CLI-2", f"--subject-kind is one of {', '.join(SUBJECT_KINDS)}, not {subject_kind!r}",
-                      "--subject-kind")
+        raise Refusal("CLI-2", f"option 'subject_kind' is one of {', '.join(SUBJECT_KINDS)}, not {subject_kind!r}",
+                      "option 'subject_kind'")
     if target_mode is not None and target_mode not in TARGET_MODES:  # pragma: no cover - checked above
-        raise Refusal("CLI-2", f"--target-mode {target_mode!r}", "--target-mode")
-    for name, value in (("--max-harm-rate", max_harm_rate), ("--max-over-refusal-rate", max_over_refusal_rate)):
+        raise Refusal("CLI-2", f"option 'target_mode' {target_mode!r}", "option 'target_mode'")
+    for name, value in (("option 'max_harm_rate'", max_harm_rate),
+                        ("option 'max_over_refusal_rate'", max_over_refusal_rate)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not math.isfinite(value) or not 0 <= value <= 1):
             raise Refusal("ASSERT-9", f"{name} is a rate between 0 and 1, not {value!r}", name)
@@ -448,7 +449,7 @@ def from_assert(
     rid = run_id or f"{r.suite}.{r.run}"
     if not (len(rid) <= 128 and set(rid) <= _ID_CHARS):
         raise Refusal("ASSERT-8", f"the run id {rid!r} (<suite>.<run>) is not an AEF id (1-128 letters, digits, '.', "
-                                  "'_', ':' or '-'): give --run-id", str(r.run_dir))
+                                  "'_', ':' or '-'): give option 'run_id'", str(r.run_dir))
     taxonomy = r.taxonomy if r.taxonomy else None
     if r.taxonomy_path is None:
         notes.append("no taxonomy.json: harm and over-refusal cannot be told apart, so no rate is measured")
@@ -592,7 +593,7 @@ def _header(r: AssertRun, facts: _Facts, notes: list[str], rid: str, subject: st
         ref, kind = "model:" + encode_name(target), "model"
     if len(ref.split(":", 1)[1]) > 256 and subject is None:
         raise Refusal("ASSERT-8", f"the target {target[:80]!r}... is longer than a subject reference holds (256): "
-                                  "give --subject", str(r.run_dir))
+                                  "give option 'subject'", str(r.run_dir))
     header: dict[str, Any] = {"runId": rid,
                               "subject": {"ref": subject or ref, "kind": subject_kind or (kind if subject is None
                                                                                           else "other")}}

@@ -15,12 +15,12 @@ __all__ = ["LOSSES_FROM_ASSERT", "LOSSES_TO_ASSERT"]
 #: AEF -> ASSERT (the page's first list, then aefgate's)
 LOSSES_TO_ASSERT: tuple[Loss, ...] = (
     Loss("Every verdict, score and state AEF holds: ASSERT judges again.",
-         ("results:state", "results:scores", "results:severity", "results:reason", "results:annotator",
-          "results:reasoning", "results:verdictRule", "results:uncertainty", "results:attack", "results:evaluator",
-          "file:metrics.json", "run.json:judges", "samples:verdict")),
+         ("results:state", "results:scores", "results:scores[].*", "results:severity", "results:reason",
+          "results:annotator.**", "results:reasoning.**", "results:verdictRule.**", "results:uncertainty.**",
+          "results:attack", "results:evaluator.**", "file:metrics.json", "run.json:judges", "samples:verdict.**")),
     Loss("Typed absences, the result tree, the summary, gate decisions and checkpoints.",
-         ("results:(line)", "results:path", "results:resultId", "results:parentResultId", "results:component",
-          "results:aggregation", "results:trial", "results:trials", "results:order", "file:summary.json",
+         ("results:(line)", "results:path", "results:resultId", "results:parentResultId", "results:component.**",
+          "results:aggregation.**", "results:trial", "results:trials.**", "results:order", "file:summary.json",
           "file:gates.ndjson", "file:checkpoints.ndjson")),
     Loss("The seal, overlays and signatures.", ("file:seal.json", "file:overlays", "file:attestation.dsse.json")),
     Loss("Retrieved context.", ("results:evidence", "file:evidence.ndjson", "file:blobs")),
@@ -32,20 +32,20 @@ LOSSES_TO_ASSERT: tuple[Loss, ...] = (
          "(imported) and the producer (the converter, RUN-15); the stimulus (external); the suite's version and "
          "digest (the digest of the test set written), its name (the kit's) and trials (one conversation per case); "
          "the subject but its ref and kind",
-         ("run.json:status", "run.json:abortReason", "run.json:startedAt", "run.json:endedAt", "run.json:imported",
+         ("run.json:status", "run.json:abortReason", "run.json:startedAt", "run.json:endedAt",
           "run.json:execution.stimulus", "run.json:suite.version", "run.json:suite.digest", "run.json:suite.frozen",
-          "run.json:config", "run.json:provenance", "run.json:ext", "run.json:otel", "run.json:imported.from",
-          "run.json:imported.asserted", "run.json:producer", "run.json:suite.ref", "run.json:suite.executionPolicy",
-          "run.json:subject.version", "run.json:subject.environment", "run.json:subject.telemetry",
-          "run.json:subject.externalIds"),
+          "run.json:config.**", "run.json:provenance.**", "run.json:ext.**", "run.json:otel.**",
+          "run.json:imported.**", "run.json:producer.**", "run.json:suite.ref", "run.json:suite.executionPolicy.**",
+          "run.json:subject.version", "run.json:subject.environment", "run.json:subject.telemetry.**",
+          "run.json:subject.externalIds.**"),
          source="aefgate"),
     Loss("Where the subject ran: a judge-only row names only a target, read back as the deployment's endpoint "
-         "under the kit's suite name", ("run.json:deployment",), source="aefgate"),
+         "under the kit's suite name", ("run.json:deployment.**",), source="aefgate"),
     Loss("A line's usage, times, turns, trace link, lane and ext: an inference row has no place for them (a "
          "conversation that did not come from ASSERT is written as a prompt row)",
          ("results:usage", "results:usage(totals)", "results:usage[].costSource", "results:startedAt",
-          "results:endedAt", "results:durationMs", "results:turns", "results:traceLink", "results:lane",
-          "results:ext"), source="aefgate"),
+          "results:endedAt", "results:durationMs", "results:turns", "results:traceLink.**", "results:lane",
+          "results:ext.**"), source="aefgate"),
     Loss("The run's OpenTelemetry files and its files under ext/: the judge-only run carries the taxonomy only",
          ("file:traces.otlp.jsonl", "file:logs.otlp.jsonl", "file:ext"), source="aefgate"),
     Loss("A seed's title and system prompt, and a test-set row's other members: the import keeps seed.description "

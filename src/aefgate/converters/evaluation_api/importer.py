@@ -56,6 +56,10 @@ def insight_path(item: Any, group: GroupSection | None, where: str) -> str:
         return escape(item.ref)
     if not group.name:
         raise Refusal("EVAPI-1", "a group without a name: its insights' results have no path", f"{where}.name")
+    name = getattr(item, "name", None)
+    if (name == f"{group.name}/{item.ref}" and "/" not in group.name and "%" not in name
+            and all(name.split("/"))):
+        return name  # a deeper path, as the export writes it (its name: the path; docs/mappings/evaluation-api.md)
     return f"{escape(group.name)}/{escape(item.ref)}"
 
 
@@ -83,8 +87,8 @@ class _Session:
                           where)
         self.case = sid or asked or hint
         if not self.case:
-            raise Refusal("EVAPI-6", "the response names no session (no results): give the session id (the file's "
-                                     "name, or --session)", where)
+            raise Refusal("EVAPI-6", "the response names no session (no results): name the file after its session "
+                                     "id", where)
         self.times = [t for t in self._times()]
 
     def _times(self) -> Iterator[str]:
@@ -273,12 +277,12 @@ def from_evaluation_api(
     from aefgate.fsutil import check_destination
 
     check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)
-    for name, value in (("--subject", subject), ("--run-id", run_id), ("--from", source)):
+    for name, value in (("option 'subject'", subject), ("option 'run_id'", run_id), ("option 'from'", source)):
         if value is not None and not value:
             raise Refusal("CLI-2", f"{name} is not empty", name)
     if subject is None:
-        raise Refusal("EVAPI-7", "no subject: a response names no agent; give --subject (e.g. agent:acme-support)",
-                      "--subject")
+        raise Refusal("EVAPI-7", "no subject: a response names no agent; give option 'subject' (e.g. "
+                                 "agent:acme-support)", "option 'subject'")
     signing_key = signing_key_of(key)  # before anything is written
     paths: list[Path] = []
     if inputs is not None:

@@ -34,9 +34,10 @@ MAX_BODY = 16 << 20
 def status_url(base: str, session: str, version: str = "v2") -> str:
     parts = urlsplit(base)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Refusal("CLI-2", f"--url is http(s)://host[:port][/prefix], not {base!r}", "--url")
+        raise Refusal("CLI-2", f"option 'url' is http(s)://host[:port][/prefix], not {base!r}", "option 'url'")
     if parts.query or parts.fragment:
-        raise Refusal("CLI-2", "--url has no query or fragment (the token goes in a header: --token-env)", "--url")
+        raise Refusal("CLI-2", "option 'url' has no query or fragment (the token goes in a header: option "
+                               "'token_env')", "option 'url'")
     return f"{base.rstrip('/')}{PATHS[version]}?sessionId={quote(session, safe='')}"
 
 
@@ -68,13 +69,14 @@ def fetch_sessions(base: str, sessions: list[str], *, token: str | None = None, 
     from aefgate.formats.evaluation_api import TERMINAL, parse
 
     if timeout <= 0 or poll <= 0 or request_timeout <= 0:
-        raise Refusal("CLI-2", "--timeout, --poll and --request-timeout are more than 0", "--timeout")
+        raise Refusal("CLI-2", "option 'timeout', option 'poll' and option 'request_timeout' are more than 0",
+                      "option 'timeout'")
     headers = {"Accept": "application/json", "User-Agent": "aefgate"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     for session in sessions:
         if not session:
-            raise Refusal("CLI-2", "--session is not empty", "--session")
+            raise Refusal("CLI-2", "option 'session' is not empty", "option 'session'")
         url = status_url(base, session, version)
         endpoint = url.split("?")[0]
         where = f"{endpoint}?sessionId={quote(session, safe='')}"
@@ -100,7 +102,7 @@ def fetch_sessions(base: str, sessions: list[str], *, token: str | None = None, 
             elif status == 404:
                 raise Refusal("EVAPI-13", f"the service has no session {session!r} (404)", where)
             elif status in (401, 403):
-                raise Refusal("EVAPI-15", f"the service refused the credentials ({status}): check --token-env",
+                raise Refusal("EVAPI-15", f"the service refused the credentials ({status}): check option 'token_env'",
                               endpoint)
             elif status == 429 or status >= 500:
                 last = f"HTTP {status}"

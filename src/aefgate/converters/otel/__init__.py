@@ -27,23 +27,24 @@ def _import(src: Any, dst: Any, *, traces: str | None = None, run_id: str | None
                      **{k: v for k, v in options.items() if v is not None})
 
 
-def _export(src: Any, dst: Any, *, aigp: bool = False, **_: Any) -> Path:
+def _export(src: Any, dst: Any, *, aigp: bool = False, name_from: str | None = None, **_: Any) -> Path:
     from aefgate.converters.otel.exporter import to_otel
 
-    return to_otel(src, dst, aigp=bool(aigp))
+    return to_otel(src, dst, aigp=bool(aigp), name_from=name_from or "summary")
 
 
 def back_options(run_dir: Path) -> dict[str, Any]:
     """The import options that bring an export of ``run_dir`` back as close to it as the page allows: its subject,
-    target mode and seal time. The run id and the paths cannot come back (the page: the importer builds them), so
-    the lines are paired by :func:`match_lines`."""
+    target mode, content capture and seal time. The run id and the paths cannot come back (the page: the importer
+    builds them), so the lines are paired by :func:`match_lines`."""
     from aefgate.converters.fidelity import seal_time
     from aefgate.formats.aef import jsonio
 
     run = jsonio.read_json(Path(run_dir) / "run.json")
     subject = run.get("subject") or {}
     return {"subject": subject.get("ref"), "subject_kind": subject.get("kind", "agent"),
-            "target_mode": (run.get("execution") or {}).get("targetMode", "live"), "at": seal_time(run_dir)}
+            "target_mode": (run.get("execution") or {}).get("targetMode", "live"), "at": seal_time(run_dir),
+            "content_capture": "off" if run.get("contentCapture") == "off" else "on"}
 
 
 def match_lines(run_dir: Path) -> Callable[[dict, bool], Hashable]:
@@ -57,10 +58,11 @@ def match_lines(run_dir: Path) -> Callable[[dict, bool], Hashable]:
     names = _summary_names(jsonio.read_json(p) if p.is_file() else None)
 
     def key(line: dict, original: bool) -> Hashable:
+        trial = line.get("trial"), "trials" in line  # a trial line and a rollup come back as such (their attributes)
         if not original:
-            return line["caseId"], line["path"]
-        scores = line.get("scores") or []
-        return line["caseId"], scores[0]["metric"] if scores else names.get(line["path"])
+            return line["caseId"], line["path"], *trial
+        scores = line.get("scores") or []  # a line no summary entry names comes back at its path (name_from path)
+        return line["caseId"], scores[0]["metric"] if scores else names.get(line["path"], line["path"]), *trial
 
     return key
 
@@ -89,7 +91,10 @@ CONVERTERS = [
     Converter(
         "aef-to-otel", "aef", "otel", _export,
         options=[Option("aigp", "also write each line's AIGP grader type as aigp.grader.type / "
-                                "aigp.grader.confidence (docs/mappings/aigp.md)", bool, False)],
+                                "aigp.grader.confidence (docs/mappings/aigp.md)", bool, False),
+                 Option("name_from", "how a line without scores that no summary entry names is named (OT-1): "
+                                     "summary (the page: refused), or path (aefgate's extension: the event is named "
+                                     "after the line's path; docs/mappings/otel.md)", str, "summary")],
         losses=LOSSES_TO_OTEL,
         description="AEF runs into OTLP/JSON gen_ai.evaluation.result events, one LogsData line per result line "
                     "(interop/opentelemetry.md)",

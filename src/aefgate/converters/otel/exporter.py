@@ -7,7 +7,8 @@ record per score (or one without a value for a line without scores).
 - OT-2: scope ``agenteval``; the resource holds ``service.name`` from ``subject.telemetry.serviceName`` (no resource
   without one).
 - OT-1: a line without scores is named after the summary entry's metric at its path; a line whose name the summary
-  does not give is refused.
+  does not give is refused, unless ``name_from="path"`` (aefgate's extension, docs/mappings/otel.md: the event is
+  named after the line's path, which the import reads back as the path).
 - OT-3: a run with ``contentCapture: off`` writes no explanation; else the line's ``reason``, or its reasoning blob's
   text.
 - OT-9: refused as a whole: a reasoning blob that is not UTF-8 or over 4 MiB, a time ``timeUnixNano`` cannot hold.
@@ -26,6 +27,7 @@ from typing import Any, Iterator
 
 import hashlib
 
+from aefgate.converters.otel.common import TRIAL, TRIALS_AGGREGATION, TRIALS_K
 from aefgate.formats.aef.onepass import LineMapper
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
@@ -89,7 +91,8 @@ def _nanos(line: dict, where: str) -> str | None:
     return str(n)
 
 
-def export_records(run_dir: str | os.PathLike[str], *, aigp: bool = False) -> Iterator[dict]:
+def export_records(run_dir: str | os.PathLike[str], *, aigp: bool = False,
+                   name_from: str = "summary") -> Iterator[dict]:
     """The run's ``LogsData`` objects, one per result line (see the module docstring). The run is verified while
     they are made, in one pass (OT-8; :mod:`aefgate.formats.aef.onepass`), and kept in an unnamed temporary file
     until the verdict: a refusal of the run or of any line (OT-9) comes from this call, before anything is
@@ -102,7 +105,7 @@ def export_records(run_dir: str | os.PathLike[str], *, aigp: bool = False) -> It
 
     spool = tempfile.TemporaryFile(prefix="aefgate-otel-")
     try:
-        _one_pass(Path(run_dir), spool, aigp)
+        _one_pass(Path(run_dir), spool, aigp, name_from)
         spool.seek(0)
     except BaseException:
         spool.close()
@@ -117,11 +120,16 @@ def export_records(run_dir: str | os.PathLike[str], *, aigp: bool = False) -> It
     return records()
 
 
-def _one_pass(root: Path, out, aigp: bool) -> None:
+NAME_FROM = ("summary", "path")
+
+
+def _one_pass(root: Path, out, aigp: bool, name_from: str = "summary") -> None:
     """Verify the run (OT-8) while its records are written to ``out`` (JSON lines)."""
     from aefgate.converters.common import verified_pass
 
-    verified_pass(root, "OT-8", _OtelMapper(root, out, aigp))
+    if name_from not in NAME_FROM:
+        raise Refusal("CLI-2", f"option 'name_from' is summary or path, not {name_from!r}", "option 'name_from'")
+    verified_pass(root, "OT-8", _OtelMapper(root, out, aigp, name_from))
 
 
 class _OtelMapper(LineMapper):
@@ -129,9 +137,9 @@ class _OtelMapper(LineMapper):
 
     rule = "OT-8"
 
-    def __init__(self, root: Path, out, aigp: bool) -> None:
+    def __init__(self, root: Path, out, aigp: bool, name_from: str = "summary") -> None:
         super().__init__()
-        self.root, self.out, self.aigp = root, out, aigp
+        self.root, self.out, self.aigp, self.name_from = root, out, aigp, name_from
 
     def begin(self, run: dict, summary: dict | None) -> None:
         from aefgate.converters.aigp import calibrated_models
@@ -169,6 +177,12 @@ class _OtelMapper(LineMapper):
         if expl is not None:
             tail.append(_s("gen_ai.evaluation.explanation", expl))
         tail.append(_s("test.case.name", line["caseId"]))
+        if "trial" in line:  # aefgate's attributes for trials (docs/mappings/otel.md; the conventions have none)
+            tail.append({"key": TRIAL, "value": {"intValue": str(line["trial"])}})
+        elif "trials" in line:
+            tail.append(_s(TRIALS_AGGREGATION, line["trials"]["aggregation"]))
+            if line["trials"].get("k") is not None:
+                tail.append({"key": TRIALS_K, "value": {"intValue": str(line["trials"]["k"])}})
         if self.aigp:
             tail.extend(otel_attributes(grader_of(line, self.calibrated)))
         records = []
@@ -180,14 +194,18 @@ class _OtelMapper(LineMapper):
                 records.append({**head, "attributes": attrs + tail})
         else:
             name = self.names.get(line["path"])
+            if name is None and self.name_from == "path":  # aefgate's extension (docs/mappings/otel.md)
+                name = line["path"]
             if name is None:
                 raise Refusal("OT-1", f"a line without scores at {line['path']!r}, and no summary entry names "
-                                      "its metric: the event has no name", where)
+                                      "its metric: the event has no name (option 'name_from=path' names it "
+                                      "after the line's path)", where)
             records.append({**head, "attributes": [_s("gen_ai.evaluation.name", name)] + tail})
         return {"resourceLogs": [{**self.resource, "scopeLogs": [{"scope": {"name": SCOPE}, "logRecords": records}]}]}
 
 
-def to_otel(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], *, aigp: bool = False) -> Path:
+def to_otel(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], *, aigp: bool = False,
+            name_from: str = "summary") -> Path:
     """The run's evaluation events as an OTLP/JSON logs file (one ``LogsData`` per line), written atomically:
     nothing appears at ``out_path`` unless every line was exported."""
     from aefgate.fsutil import atomic_file, check_file_destination, parents_for
@@ -195,7 +213,7 @@ def to_otel(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], *
     out = Path(out_path)
     check_file_destination(out, (run_dir,))
     with parents_for(out), atomic_file(out) as f:
-        _one_pass(Path(run_dir), f, aigp)
+        _one_pass(Path(run_dir), f, aigp, name_from)
     return out
 
 
@@ -220,7 +238,8 @@ def _own_logs(root: Path) -> Iterator[dict]:
 
 
 def send_otel(run_dir: str | os.PathLike[str], url: str, *, encoding: str = "protobuf",
-              headers: dict[str, str] | None = None, policy: Any = None, aigp: bool = False) -> dict[str, Any]:
+              headers: dict[str, str] | None = None, policy: Any = None, aigp: bool = False,
+              name_from: str = "summary") -> dict[str, Any]:
     """Send the run over OTLP/HTTP to ``url``: its evaluation events (as :func:`export_records` makes them) and the
     other records of its own ``logs.otlp.jsonl`` to ``/v1/logs``, its ``traces.otlp.jsonl`` to ``/v1/traces``.
     Nothing is sent before the run verified (OT-8) and every line was mapped (OT-1, OT-9): the events are built
@@ -228,7 +247,7 @@ def send_otel(run_dir: str | os.PathLike[str], url: str, *, encoding: str = "pro
     from aefgate.bus.otlp_http import send
 
     root = Path(run_dir)
-    events = list(export_records(root, aigp=aigp))  # every refusal before the first request
+    events = list(export_records(root, aigp=aigp, name_from=name_from))  # every refusal before the first request
     logs = send(url, "logs", [*events, *_own_logs(root)], encoding=encoding, headers=headers, policy=policy)
     out: dict[str, Any] = {"logs": logs.to_json()}
     traces = root / "traces.otlp.jsonl"

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from aefgate.converters.common import check_import_options
+from aefgate.converters.otel.common import TRIAL, TRIALS_AGGREGATION, TRIALS_K
 from aefgate.converters.aigp import annotator_kind
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
@@ -59,6 +60,10 @@ def input_files(path: str | os.PathLike[str]) -> list[Path]:
     if problem:
         raise Refusal("CLI-1", problem, str(p))
     return [p]
+
+
+#: a typed absence's reason when the run keeps no content and the event has no explanation (docs/mappings/otel.md)
+NO_CONTENT_REASON = "{state}: the event carries no explanation (the run keeps no content, OT-3)"
 
 
 class _Events:
@@ -118,9 +123,11 @@ class _Events:
         if not isinstance(case, str) or not case:
             raise Refusal("OT-6", f"the event {name!r} names no case (neither test.case.name nor "
                                   "gen_ai.response.id)", where)
-        key = hashlib.blake2b(jsonio.dumps([case, name]), digest_size=8).digest()
+        trial, rollup = _trial_of(a, where)
+        key = hashlib.blake2b(jsonio.dumps([case, name, trial, rollup is not None]), digest_size=8).digest()
         if key in self.seen:
-            raise Refusal("OT-6", f"the metric {name!r} twice for the case {case!r}", where)
+            which = f" in its trial {trial}" if trial is not None else " (its rollup)" if rollup is not None else ""
+            raise Refusal("OT-6", f"the metric {name!r} twice for the case {case!r}{which}", where)
         self.seen.add(key)
         value = value_of(a.get("gen_ai.evaluation.score.value"))
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
@@ -156,9 +163,11 @@ class _Events:
             if label in TYPED_ABSENCES:
                 if value is not None:
                     raise Refusal("OT-6", f"the typed absence {label} with a value", where)
-                if not expl:
+                if not expl and self.content_on:
                     raise Refusal("OT-6", f"the typed absence {label} without an explanation (its reason, RES-2)",
                                   where)
+                if not expl:  # aefgate's extension: under contentCapture off the export writes none (OT-3)
+                    line["reason"] = NO_CONTENT_REASON.format(state=label)
             line["state"] = label
             if value is not None:
                 score = {"metric": name, "value": value}
@@ -196,8 +205,45 @@ class _Events:
             if isinstance(sid, str) and sid and self.collect_spans:
                 self.spans.add((tid.lower(), sid.lower()))
         line["_where"] = where
+        if trial is not None:
+            line["_trial"] = trial
+        if rollup is not None:
+            line["_rollup"] = rollup
         self.events += 1
         return line
+
+
+def _trial_of(a: dict[str, Any], where: str) -> tuple[int | None, dict[str, Any] | None]:
+    """The event's trial (``aefgate.trial``) or rollup (``aefgate.trials.aggregation``, ``aefgate.trials.k``)."""
+    trial = value_of(a.get(TRIAL))
+    agg = value_of(a.get(TRIALS_AGGREGATION))
+    k = value_of(a.get(TRIALS_K))
+    if trial is not None and (isinstance(trial, bool) or not isinstance(trial, int) or trial < 0):
+        raise Refusal("OT-6", f"{TRIAL} is a trial number (an integer, 0 or more), not {trial!r}", where)
+    if agg is not None and not isinstance(agg, str):
+        raise Refusal("OT-6", f"{TRIALS_AGGREGATION} is an aggregation name, not {agg!r}", where)
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise Refusal("OT-6", f"{TRIALS_K} is an integer, 1 or more, not {k!r}", where)
+    if trial is not None and agg is not None:
+        raise Refusal("OT-6", f"{TRIAL} beside {TRIALS_AGGREGATION}: an event is a trial or a rollup", where)
+    if agg is None:
+        if k is not None:
+            raise Refusal("OT-6", f"{TRIALS_K} without {TRIALS_AGGREGATION}", where)
+        return trial, None
+    return None, {"aggregation": agg, **({"k": k} if k is not None else {})}
+
+
+def _add(b: Any, line: dict, at_event: str, trial: int | None, rollup: dict | None = None) -> None:
+    """Write one event's line: a trial line, a rollup ([RES-8]) or a case's line; a refusal names the event."""
+    try:
+        if trial is not None:
+            b.add_trial(line["caseId"], line, trial)
+        elif rollup is not None:
+            b.add_rollup(line["caseId"], line, **rollup)
+        else:
+            b.add_case(line["caseId"], line)
+    except Refusal as e:
+        raise Refusal(e.rule, f"{e.message} (the imported line: {e.where})", at_event, exit_code=e.exit_code) from None
 
 
 def _agent_id(trace_files: list[Path], spans: set[tuple[str, str]]) -> str | None:
@@ -240,7 +286,7 @@ def from_otel(
     from aefgate.fsutil import check_destination
 
     check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)
-    for name, value in (("--subject", subject), ("--run-id", run_id), ("--from", source)):
+    for name, value in (("option 'subject'", subject), ("option 'run_id'", run_id), ("option 'from'", source)):
         if value is not None and not value:
             raise Refusal("CLI-2", f"{name} is not empty", name)
     signing_key = signing_key_of(key)  # before anything is written
@@ -274,8 +320,8 @@ def from_otel(
     rid = run_id or f"otel-{digest.hexdigest()[:16]}"
     ref = subject or (f"agent:{service}" if service else None)
     if ref is None:
-        raise Refusal("OT-4", "no subject: the events name no service (resource service.name); give --subject",
-                      "--subject")
+        raise Refusal("OT-4", "no subject: the events name no service (resource service.name); give option 'subject'",
+                      "option 'subject'")
     when = at or now()
     header: dict[str, Any] = {
         "runId": rid,
@@ -295,6 +341,7 @@ def from_otel(
     # pass 2: the records and the lines written, one request at a time
     lines = _Events(content_capture == "on")
     declared: set[str] = set()
+    rollups: list[tuple[str, dict, dict]] = []
     try:
         with RunBuilder(out, header, metrics=[], imported_from=origin, asserted=asserted) as b, \
                 progress_task("import OTLP events", ev.events, "events") as bar:
@@ -309,12 +356,15 @@ def from_otel(
                             declared.add(s["metric"])
                             b.declare_metric(s["metric"], "score", "none", "unbounded")
                     at_event = line.pop("_where")
-                    try:
-                        b.add_case(line["caseId"], line)
-                    except Refusal as e:
-                        raise Refusal(e.rule, f"{e.message} (the imported line: {e.where})", at_event,
-                                      exit_code=e.exit_code) from None
+                    trial, rollup = line.pop("_trial", None), line.pop("_rollup", None)
+                    if rollup is not None:  # written once every trial is in (a run may list a rollup first)
+                        rollups.append((at_event, line, rollup))
+                        continue
+                    _add(b, line, at_event, trial)
                     bar.advance()
+            for at_event, line, rollup in rollups:
+                _add(b, line, at_event, None, rollup)
+                bar.advance()
             with in_one_process():  # the verification before the seal, in this process: flat memory
                 ended = ev.last_time[1] if ev.last_time else when
                 # no --at: sealed now, or at the run's end when the events' clock runs ahead of this one

@@ -107,7 +107,7 @@ def resolve(src: str | os.PathLike[str], run: str | None) -> tuple[Workspace, Ru
     """The workspace and the run: ``src`` a workspace and ``run`` its run id, or ``src`` a run folder (SV1-1)."""
     if run is not None:
         if not run:
-            raise Refusal("CLI-2", "--run is a run id, not empty", "--run")
+            raise Refusal("CLI-2", "option 'run' is a run id, not empty", "option 'run'")
         ws = open_workspace(src)
         return ws, ws.find_run(run)
     return locate_run_folder(src)
@@ -531,8 +531,8 @@ def from_store_v1(src: str | os.PathLike[str], out: str | os.PathLike[str], *, r
 
     check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)
     if subject is not None and not _REF.fullmatch(subject):
-        raise Refusal("CLI-2", f"--subject is a typed reference kind:name (printable ASCII, no spaces), not "
-                               f"{subject!r}", "--subject")
+        raise Refusal("CLI-2", f"option 'subject' is a typed reference kind:name (printable ASCII, no spaces), "
+                               f"not {subject!r}", "option 'subject'")
     signing_key = signing_key_of(key)  # before anything is written
     ws, ref = resolve(src, run)
     out_p = Path(os.path.abspath(out))

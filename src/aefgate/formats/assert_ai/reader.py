@@ -144,10 +144,10 @@ def open_run(path: str | os.PathLike[str], *, suite: str | None = None, run: str
     ``path/SUITE/RUN`` of a results root. ASSERT-1 when there is no run there."""
     base = Path(path)
     if (suite is None) != (run is None):
-        raise Refusal("CLI-2", "--suite and --run go together: the run RESULTS_DIR/SUITE/RUN", "--suite" if suite is
-                      None else "--run")
+        raise Refusal("CLI-2", "option 'suite' and option 'run' go together: the run RESULTS_DIR/SUITE/RUN",
+                      "option 'suite'" if suite is None else "option 'run'")
     if suite is not None:
-        for name, value in (("--suite", suite), ("--run", run)):
+        for name, value in (("option 'suite'", suite), ("option 'run'", run)):
             if not value or "/" in value or "\\" in value or value in (".", ".."):
                 raise Refusal("CLI-2", f"{name} names one folder, not {value!r}", name)
         run_dir = base / suite / run  # type: ignore[operator]

@@ -82,7 +82,7 @@ MODES = ("structured", "binary")
 def check_mode(mode: str) -> None:
     """CONV-3 for a mode that is not one of :data:`MODES`."""
     if mode not in MODES:
-        raise Refusal("CONV-3", f"option 'mode' is structured or binary, not {mode!r}", "--opt mode")
+        raise Refusal("CONV-3", f"option 'mode' is structured or binary, not {mode!r}", "option 'mode'")
 
 
 def line_value(event: Any, where: str, mode: str) -> Any:

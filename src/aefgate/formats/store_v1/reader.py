@@ -272,8 +272,8 @@ def locate_run_folder(path: str | os.PathLike[str]) -> tuple[Workspace, RunRef]:
     if not p.is_dir():
         raise _refuse("SV1-1", "a store v1 run is a folder, and this is not one", p)
     if (p / "subjects").is_dir() or (p / ".agenteval").is_dir() or (p / "solution.json").is_file():
-        raise _refuse("SV1-1", "this is a workspace, not a run folder: name the run with --run RUN_ID, or migrate "
-                               "every run with --all", p)
+        raise _refuse("SV1-1", "this is a workspace, not a run folder: name the run with option 'run' (its run "
+                               "id)", p)
     runs, sdir = p.parent, p.parent.parent
     kdir, subjects = sdir.parent, sdir.parent.parent
     if runs.name != "runs" or kdir.name not in _KIND_FOLDERS or subjects.name != "subjects":
