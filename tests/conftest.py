@@ -61,6 +61,32 @@ def run_copy(sealed_run: Path, tmp_path: Path) -> Path:
     return dst
 
 
+# -- Inspect logs written by the real Inspect CLI (tests/_inspect_corpus.py) -------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def inspect_cli_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The corpus of Inspect logs (name -> path: ``match_includes.eval``, ``limits.json``, ...), built once per session.
+
+    Read only. Under pytest-xdist the workers share one copy: it is built in the session's temporary root (the
+    parent of each worker's base temp) under a lock; a worker that finds it built reuses it.
+    """
+    import fcntl
+
+    from tests._inspect_corpus import build_corpus, read_corpus
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    dest = root / "inspect-cli-corpus"
+    with open(root / "inspect-cli-corpus.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return read_corpus(dest) or build_corpus(dest)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 # -- the command line -----------------------------------------------------------------------------------------------
 
 

@@ -20,19 +20,14 @@ status (``migrated``, ``re-migrated``, ``skipped``, ``refused``), and per worker
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import signal
-import sys
-import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from aefgate.converters import batch
 from aefgate.converters.common import check_import_options
 from aefgate.converters.store_v1.importer import (
     IMPORTED_FROM_PREFIX,
@@ -88,151 +83,41 @@ def existing_migrations(out_dir: Path) -> dict[str, list[tuple[str, str]]]:
 
 # -- the worker -----------------------------------------------------------------------------------------------------
 
-_KEYS: dict[str, Any] = {}
-
-
-def _signing_key(path: str | None) -> Any:
-    if path is None:
-        return None
-    if path not in _KEYS:
-        from aefgate.formats.aef.signatures import load_private_key
-
-        _KEYS[path] = load_private_key(path)
-    return _KEYS[path]
-
-
-_STOPPING = False
-
-
-def _interrupted(signum: int, frame: Any) -> None:  # pragma: no cover - runs in an interrupted worker
-    # the first signal unwinds the run being written (its temporary folder removed); a second one (Ctrl-C reaches
-    # the workers and the parent then asks them to end) must not cut that cleanup short
-    global _STOPPING
-    if _STOPPING:
-        return
-    _STOPPING = True
-    raise SystemExit(128 + signum)
-
-
-def _init_worker() -> None:
-    signal.signal(signal.SIGTERM, _interrupted)
-    signal.signal(signal.SIGINT, _interrupted)
-    if sys.platform.startswith("linux"):  # a worker whose parent dies (even by SIGKILL) gets SIGTERM: no orphan
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # pragma: no cover - no prctl
-            pass
-        if os.getppid() == 1:  # pragma: no cover - the parent died before prctl
-            os._exit(1)
-
-
-def _parent_terminated(signum: int, frame: Any) -> None:  # pragma: no cover - runs when the command is killed
-    raise SystemExit(128 + signum)  # through migrate_all's cleanup: the workers are stopped, not orphaned
-
-
-def _peak_rss_kib() -> int | None:
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not POSIX
-        return None
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss // 1024 if sys.platform == "darwin" else rss
-
-
-def _error(e: BaseException) -> dict[str, Any]:
-    if isinstance(e, Refusal):
-        return {"rule": e.rule, "where": e.where, "message": e.message, "exitCode": e.exit_code}
-    if isinstance(e, OSError):
-        return {"rule": "IO-1", "where": str(e.filename or ""), "message": e.strerror or str(e), "exitCode": 2}
-    return {"rule": "internal", "where": "", "exitCode": 2,
-            "message": f"unexpected {type(e).__name__}: {e}. This is a bug: please report it with the command you ran"}
-
 
 def _row_head(task: dict[str, Any]) -> dict[str, Any]:
     ref: RunRef = task["ref"]
     return {"runId": ref.run_id, "subjectFolder": f"{ref.kind_folder}/{ref.subject_folder}", "source": str(ref.path)}
 
 
-def _ready() -> int:
-    return os.getpid()
-
-
 def _one(task: dict[str, Any]) -> dict[str, Any]:
-    """Migrate one run (in a worker process): the report's row."""
-    from aefgate import progress
-
+    """Migrate one run (in a worker process): what the report's row says of it (:func:`batch.WorkerPool.run`
+    reports a refusal)."""
     ref: RunRef = task["ref"]
-    row = _row_head(task)
     opts = task["options"]
-    with progress.showing(None):  # a worker shows nothing: the parent's bar counts the runs
-        try:
-            ws: Workspace = task["ws"]
-            bad = task["bad"]  # a refusal met before (as a dict: a Refusal does not pickle)
-            if bad is not None:
-                raise Refusal(bad["rule"], bad["message"], bad["where"], exit_code=bad["exitCode"])
-            docs = task["compliance"]
-            digest = source_digest(ws, ref, docs)
-            key = migration_key(digest[0], target_mode=opts["target_mode"],
-                                content_capture=opts["content_capture"], subject=None, key_id=opts["key_id"])
-            out_dir = Path(task["out_dir"])
-            earlier = task["existing"]
-            done = [name for name, k in earlier if k == key]
-            if done:
-                row.update(status="skipped", output=str(out_dir / done[0]), sourceDigest=digest[0],
-                           migrationKey=key)
-            else:
-                store = read_run(ws, ref, compliance=docs)
-                name = ref.run_id
-                dest = out_dir / name
-                if dest.exists() or dest.is_symlink():
-                    if not (dest.is_dir() and not dest.is_symlink() and not any(dest.iterdir())):
-                        name = f"{ref.run_id}--{key}"
-                m = migrate_run(store, out_dir / name, target_mode=opts["target_mode"],
-                                content_capture=opts["content_capture"], at=opts["at"],
-                                signing_key=_signing_key(opts["key"]), digest=digest)
-                run_json = m.to_json()
-                run_json["runStatus"] = run_json.pop("status")
-                row.update(run_json)
-                row["status"] = "re-migrated" if earlier else "migrated"
-                if earlier:
-                    row["previous"] = [str(out_dir / n) for n, _ in earlier]
-        except (Refusal, OSError) as e:
-            row.update(status="refused", error=_error(e))
-        except Exception as e:  # a bug in one run: reported, the others go on
-            row.update(status="refused", error=_error(e))
-        except (KeyboardInterrupt, SystemExit):
-            # interrupted (Ctrl-C reaches the workers too; SIGTERM raises SystemExit): the run being written has
-            # removed its temporary folder on the way here. A worker process ends now rather than take the next run
-            if multiprocessing.parent_process() is not None:
-                os._exit(130)
-            raise
-    row["pid"] = os.getpid()
-    row["peakRssKiB"] = _peak_rss_kib()
+    ws: Workspace = task["ws"]
+    bad = task["bad"]  # a refusal met before (as a dict: a Refusal does not pickle)
+    if bad is not None:
+        raise Refusal(bad["rule"], bad["message"], bad["where"], exit_code=bad["exitCode"])
+    docs = task["compliance"]
+    digest = source_digest(ws, ref, docs)
+    key = migration_key(digest[0], target_mode=opts["target_mode"], content_capture=opts["content_capture"],
+                        subject=None, key_id=opts["key_id"])
+    out_dir = Path(task["out_dir"])
+    d = batch.decide(out_dir, ref.run_id, key, task["existing"])
+    if d.skip:
+        return {"status": "skipped", "output": str(out_dir / d.folder), "sourceDigest": digest[0], "migrationKey": key}
+    store = read_run(ws, ref, compliance=docs)
+    m = migrate_run(store, out_dir / d.folder, target_mode=opts["target_mode"], content_capture=opts["content_capture"],
+                    at=opts["at"], signing_key=batch.signing_key(opts["key"]), digest=digest)
+    row = m.to_json()
+    row["runStatus"] = row.pop("status")
+    row["status"] = "re-migrated" if d.again else "migrated"
+    if d.again:
+        row["previous"] = [str(out_dir / n) for n in d.previous]
     return row
 
 
 # -- the parent -----------------------------------------------------------------------------------------------------
-
-
-def _out_dir(out: Path, ws: Workspace) -> Path:
-    from aefgate.fsutil import check_outside
-
-    out = Path(os.path.abspath(out))
-    if out.is_symlink():
-        raise Refusal("OUT-1", "the output folder is a symbolic link", str(out))
-    if out.exists() and not out.is_dir():
-        raise Refusal("OUT-1", "the output folder exists and is not a folder", str(out))
-    check_outside(out, [ws.path])
-    if not out.exists():
-        parent = out.parent
-        while not parent.exists():
-            parent = parent.parent
-        if not parent.is_dir():
-            raise Refusal("OUT-1", "a parent of the output folder exists and is not a folder", str(parent))
-        out.mkdir(parents=True)
-    return out
 
 
 def _index_warnings(ws: Workspace, run_ids: set[str]) -> list[str]:
@@ -254,97 +139,35 @@ def migrate_all(src: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
 
     Refused as a whole (exit 2, nothing written): bad options (CLI-2), a workspace that is not one (SV1-1), an
     output folder that is a file, a link, or inside the workspace (OUT-1, OUT-2), a key that does not load."""
-    from aefgate import progress
     from aefgate.formats.aef.signatures import signing_key_of
 
     check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)
-    if jobs is not None and jobs < 1:
-        raise Refusal("CLI-2", "--jobs is 1 or more", "--jobs")
+    n_jobs = batch.check_jobs(jobs)
     signing_key = signing_key_of(key)  # before anything is written
     started = time.monotonic()
     ws = open_workspace(src)
-    out = _out_dir(Path(out_dir), ws)
-    n_jobs = max(1, jobs or os.cpu_count() or 1)
-    # the workers are forked now, before the runs are listed (so a worker's memory does not hold the parent's list
+    out = batch.output_folder(out_dir, [ws.path])
+    # the workers are forked first, before the runs are listed (so a worker's memory does not hold the parent's list
     # of runs, and its peak stays flat in their number) and before any progress thread starts
-    pool = _pool(n_jobs)
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _parent_terminated) if main else None
-    try:
-        for f in [pool.submit(_ready) for _ in range(n_jobs)]:  # one submit forks one worker (until n_jobs)
-            f.result()
-        rows, tasks, problems, warnings = _plan(ws, out, target_mode, content_capture, at, key, signing_key)
-        used = max(1, min(n_jobs, len(tasks)))
-        with progress.task("migrate store v1 runs", len(tasks), "runs") as bar:
-            if len(tasks) <= 1:  # one run: in this process
-                for i, t in enumerate(tasks):
-                    rows[i] = _one(t)
-                    bar.advance()
-            else:
-                futures = {pool.submit(_one, t): i for i, t in enumerate(tasks)}
-                try:
-                    for f in as_completed(futures):
-                        rows[futures[f]] = f.result()
-                        bar.advance()
-                except BrokenProcessPool:  # a worker was killed (out of memory?): the runs it left are refused
-                    for i, t in enumerate(tasks):
-                        if rows[i] is None:
-                            rows[i] = {**_row_head(t), "status": "refused", "error": {
-                                "rule": "internal", "where": "", "exitCode": 2,
-                                "message": "a worker process ended abruptly (killed, out of memory?) before this "
-                                           "run was migrated; nothing of it was written: run the migration again"}}
-        pool.shutdown(wait=True)
-    except BaseException:
-        _stop(pool)
-        raise
-    finally:
-        if main:
-            signal.signal(signal.SIGTERM, previous)
-    report_rows: list[dict[str, Any]] = [r for r in rows if r is not None]
+    with batch.WorkerPool(n_jobs) as pool:
+        tasks, problems, warnings = _plan(ws, out, target_mode, content_capture, at, key, signing_key)
+        rows = pool.run(tasks, _one, _row_head, label="migrate store v1 runs", unit="runs")
     for p in problems:
-        report_rows.append({"runId": None, "subjectFolder": None, "source": p.where, "status": "refused",
-                            "error": _error(p)})
-    tally = {s: sum(1 for r in report_rows if r["status"] == s) for s in STATUSES}
-    workers: dict[int, dict[str, Any]] = {}
-    for r in report_rows:
-        pid = r.pop("pid", None)
-        rss = r.pop("peakRssKiB", None)
-        if pid is None:
-            continue
-        w = workers.setdefault(pid, {"pid": pid, "runs": 0, "peakRssKiB": 0})
-        w["runs"] += 1
-        w["peakRssKiB"] = max(w["peakRssKiB"], rss or 0)
+        rows.append({"runId": None, "subjectFolder": None, "source": p.where, "status": "refused",
+                     "error": batch.error_row(p)})
+    tally, workers = batch.summarize(rows, STATUSES)
     elapsed = time.monotonic() - started
-    return {"workspace": str(ws.path), "output": str(out), "jobs": used, "runs": report_rows, "counts": tally,
-            "warnings": warnings, "workers": sorted(workers.values(), key=lambda w: w["pid"]),
-            "seconds": round(elapsed, 3)}
-
-
-def _stop(pool: ProcessPoolExecutor) -> None:
-    """Interrupted: no further run starts, each worker is asked to end (SIGTERM: the run it writes removes its
-    temporary folder, then it exits), and the pool is joined (so the interpreter's exit has nothing left to tidy)."""
-    for p in list(getattr(pool, "_processes", {}).values()):
-        try:
-            if p.is_alive():
-                p.terminate()
-        except (OSError, ValueError):  # pragma: no cover - already gone
-            pass
-    pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _pool(n: int) -> ProcessPoolExecutor:
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    return ProcessPoolExecutor(n, mp_context=ctx, initializer=_init_worker)
+    return {"workspace": str(ws.path), "output": str(out), "jobs": pool.used, "runs": rows, "counts": tally,
+            "warnings": warnings, "workers": workers, "seconds": round(elapsed, 3)}
 
 
 def _plan(ws: Workspace, out: Path, target_mode: str, content_capture: str, at: str | None, key: Any,
-          signing_key: Any) -> tuple[list[Any], list[dict[str, Any]], list[Refusal], list[str]]:
+          signing_key: Any) -> tuple[list[dict[str, Any]], list[Refusal], list[str]]:
     """The runs to migrate, as tasks (in discovery order), the refusals met while listing them, the warnings."""
     problems: list[Refusal] = []
     refs = ws.runs(problems)
     index, bad_docs = compliance_index(ws)
-    bad = _error(bad_docs[0]) if bad_docs else None
+    bad = batch.error_row(bad_docs[0]) if bad_docs else None
     existing = existing_migrations(out)
     links = native_links(ws)
     counts: dict[str, int] = {}
@@ -356,15 +179,15 @@ def _plan(ws: Workspace, out: Path, target_mode: str, content_capture: str, at: 
     for r in refs:
         task_bad = bad
         if counts[r.run_id] > 1:
-            task_bad = _error(Refusal("SV1-1", f"the run id {r.run_id!r} is in the workspace {counts[r.run_id]} times "
-                                               "(under several subjects): one of them cannot be named by it",
-                                      str(r.path)))
+            task_bad = batch.error_row(Refusal(
+                "SV1-1", f"the run id {r.run_id!r} is in the workspace {counts[r.run_id]} times (under several "
+                         "subjects): one of them cannot be named by it", str(r.path)))
         tasks.append({"ws": ws, "ref": r, "out_dir": str(out), "compliance": index.get(r.run_id, []),
                       "existing": existing.get(r.run_id, []), "options": opts, "bad": task_bad})
     warnings: list[str] = []
     for r in refs:
         warnings += native_warnings(ws, r.run_id, links)
     warnings += _index_warnings(ws, {r.run_id for r in refs})
-    return [None] * len(tasks), tasks, problems, warnings
+    return tasks, problems, warnings
 
 
