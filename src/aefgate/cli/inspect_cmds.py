@@ -50,8 +50,11 @@ def _withheld(run: Path, policy: Optional[Path]) -> frozenset[str]:
 
 @import_app.command("inspect")
 def import_inspect(
-    log: Path = typer.Argument(..., metavar="LOG", help="The Inspect eval log: a .eval or a .json file."),
-    out: Path = typer.Argument(..., metavar="OUT", help="The run folder to write (absent or empty)."),
+    log: Path = typer.Argument(..., metavar="LOG", help="The Inspect eval log: a .eval or a .json file; or a folder "
+                               "of logs (DIR): every .eval and .json under it, one run each."),
+    out: Path = typer.Argument(..., metavar="OUT", help="The run folder to write (absent or empty); for a folder of "
+                               "logs, the folder the runs go into (OUT/<the log's path in DIR, without suffix>; "
+                               "created when absent; the runs it already holds are kept)."),
     target_mode: str = typer.Option("live", "--target-mode", help="execution.targetMode: live, replayed, scripted "
                                     "or mocked. Inspect does not record it: the converter's claim, listed in "
                                     "imported.asserted."),
@@ -63,21 +66,32 @@ def import_inspect(
     grader_types: bool = typer.Option(False, "--grader-types", help="Set annotator.kind LLM (and the judge's "
                                       "model) on the lines of Inspect's model-graded scorers (model_graded_qa, "
                                       "model_graded_fact): aefgate's extension, docs/mappings/aigp.md."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", help="For a folder of logs: worker processes (default: the "
+                                       "number of cores)."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Import an Inspect AI eval log as an AEF run, sealed as ingest (interop/inspect.md, Inspect -> AEF).
 
-    Example: aefgate import inspect logs/2026-10-06_refunds.eval runs/refunds --target-mode live
+    A folder of logs (DIR): every log under it, one run each, in worker processes, resumably (logs imported before
+    and unchanged are skipped, changed ones imported again into a new folder); a summary lists each refused log
+    with its rule; exit 0 only when every log imported (docs/mappings/inspect.md, "Log folders").
+
+    Examples: aefgate import inspect logs/2026-10-06_refunds.eval runs/refunds --target-mode live;
+    aefgate import inspect logs/ runs/ --jobs 4
     """
-    from aefgate.converters.inspect.importer import import_log
-    from aefgate.formats.aef.signatures import signing_key_of
-    from aefgate.formats.aef import jsonio
-    from aefgate.formats.aef.sealer import seal_run_hash
-
-    from aefgate.formats.inspect import open_log
-    from aefgate.fsutil import count_lines
     from aefgate.cli.inputs import require_file
+    from aefgate.converters.inspect.folder import describe_run
+    from aefgate.converters.inspect.importer import import_log
+    from aefgate.errors import Refusal
+    from aefgate.formats.aef.signatures import signing_key_of
+    from aefgate.formats.inspect import open_log
 
+    if log.is_dir():
+        _import_folder(log, out, jobs=jobs, target_mode=target_mode, content_capture=content_capture, at=at,
+                       key=key, grader_types=grader_types, as_json=as_json)
+        return
+    if jobs is not None:
+        raise Refusal("CLI-2", "--jobs is for a folder of logs", "--jobs")
     require_file(log)
     signing_key = signing_key_of(key)  # before anything is written
     opened = open_log(log)
@@ -87,28 +101,61 @@ def import_inspect(
                          grader_types=grader_types)
     # the import verified the run (before sealing it, or after writing a running run: IN-11); what is shown here is
     # read from what it wrote, not verified a second time
-    run = jsonio.read_json(run_dir / "run.json")
-    lines = count_lines(run_dir / "results.ndjson")
-    run_hash = None
-    if (run_dir / "seal.json").exists():  # the seal the import just wrote and checked: its hash (not the subjects)
-        run_hash = seal_run_hash(run_dir)
-    outcome = "intact" if run_hash is not None else "unsealed"
-    signed = (run_dir / "attestation.dsse.json").exists()
+    r = describe_run(run_dir)
     if as_json:
-        render.emit_json({"input": str(log), "output": str(run_dir), "runId": run["runId"], "status": run["status"],
-                          "samples": total, "results": lines, "outcome": outcome, "runHash": run_hash,
-                          "signed": signed})
+        render.emit_json({"input": str(log), "output": r["output"], "runId": r["runId"], "status": r["runStatus"],
+                          "samples": total, "results": r["results"], "outcome": r["outcome"],
+                          "runHash": r["runHash"], "signed": r["signed"]})
         return
     c = render.console()
     c.print(f"imported  {render.escape(str(log))} -> {render.escape(str(run_dir))}")
-    c.print(f"run id    {render.escape(run['runId'])} ({run['status']}, {lines} result lines from {total} samples)")
-    c.print(f"imported  from {render.escape(run['imported']['from'])}; asserted: "
-            f"{render.escape(', '.join(run['imported']['asserted']))}")
-    c.print(f"outcome   {outcome} (" + ("signed: `aefgate verify --policy` says by whom" if signed else "unsigned")
-            + ")")
-    c.print(f"run hash  {run_hash or '(none: a running run is not sealed)'}")
-    if signed:
+    c.print(f"run id    {render.escape(r['runId'])} ({r['runStatus']}, {r['results']} result lines from {total} "
+            "samples)")
+    c.print(f"imported  from {render.escape(r['importedFrom'])}; asserted: "
+            f"{render.escape(', '.join(r['asserted']))}")
+    c.print(f"outcome   {r['outcome']} (" + ("signed: `aefgate verify --policy` says by whom" if r["signed"]
+                                             else "unsigned") + ")")
+    c.print(f"run hash  {r['runHash'] or '(none: a running run is not sealed)'}")
+    if r["signed"]:
         c.print("signed    attestation.dsse.json")
+
+
+def _import_folder(src: Path, out: Path, *, jobs, target_mode, content_capture, at, key, grader_types,
+                   as_json: bool) -> None:
+    """``import inspect DIR OUT``: the report (``--json``) or a summary on stderr; exit 1 when a run did not
+    verify, else 2 when a log was refused, else 0."""
+    from aefgate.converters.inspect.folder import import_folder
+    from aefgate.errors import EXIT_INPUT, EXIT_INTEGRITY, EXIT_OK
+
+    report = import_folder(src, out, jobs=jobs, target_mode=target_mode, content_capture=content_capture, at=at,
+                           key=key, grader_types=grader_types)
+    refused = [r for r in report["logs"] if r["status"] == "refused"]
+    code = EXIT_OK
+    if refused:
+        code = EXIT_INTEGRITY if any(r["error"]["exitCode"] == EXIT_INTEGRITY for r in refused) else EXIT_INPUT
+    if as_json:
+        render.emit_json(report)
+    else:
+        c = render.console()
+        n = report["counts"]
+        c.print(f"Inspect logs: {render.escape(report['input'])} -> {render.escape(report['output'])}",
+                soft_wrap=True)
+        for r in report["logs"]:
+            if r["status"] in ("imported", "re-imported"):
+                c.print(f"  {r['status']:<11} {render.escape(r['log'])} -> {render.escape(r['folder'])} "
+                        f"({r['outcome']}, {r['results']} result lines)", soft_wrap=True)
+            elif r["status"] == "skipped":
+                c.print(f"  skipped     {render.escape(r['log'])}: {render.escape(r['reason'])}", soft_wrap=True)
+        for r in refused:  # last, each on one line: what to fix
+            e = r["error"]
+            c.print(f"  refused     {render.escape(r['log'])}: "
+                    f"{render.escape(render.error_line(e['rule'], e['where'], e['message']))}", soft_wrap=True)
+        unchanged = sum(1 for r in report["logs"] if r.get("reason") == "unchanged")
+        c.print(f"{n['imported']} imported, {n['re-imported']} re-imported (changed), {n['skipped']} skipped "
+                f"({unchanged} unchanged, {n['skipped'] - unchanged} not logs), {n['refused']} refused; "
+                f"{report['jobs']} worker(s), {report['seconds']:.2f} s", soft_wrap=True)
+    if code != EXIT_OK:
+        raise typer.Exit(code)
 
 
 # -- aefgate export inspect ---------------------------------------------------------------------------------------
@@ -130,6 +177,10 @@ def export_inspect(
     grader_types: bool = typer.Option(False, "--grader-types", help="Also write each score's AIGP grader type "
                                       "(Score.metadata.aigp.grader; UNCALIBRATED for a judge without calibration): "
                                       "docs/mappings/aigp.md."),
+    task: Optional[str] = typer.Option(None, "--task", help="eval.task for a run without a suite: the Inspect task "
+                                       "name (IN-1; aefgate's extension)."),
+    model: Optional[str] = typer.Option(None, "--model", help="eval.model for a run whose subject is not a model "
+                                        "(default: the subject's kind:name): aefgate's extension."),
     policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -146,7 +197,7 @@ def export_inspect(
     require_dir(run)
     path = to_inspect(run, out, ignore_overlays=ignore_overlays, withheld_ok=_withheld(run, policy),
                       output_from_evidence=output_from_evidence, map_scorers=map_scorers,
-                      grader_types=grader_types)
+                      grader_types=grader_types, task=task, model=model)
     written = open_log(path)
     if as_json:
         render.emit_json({"run": str(run), "output": str(path), "format": written.format,

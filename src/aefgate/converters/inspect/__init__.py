@@ -24,22 +24,23 @@ __all__ = ["CONVERTERS", "LOSSES_FROM_INSPECT", "LOSSES_TO_INSPECT", "back_optio
 
 
 def _run_import(src: Any, dst: Any, *, target_mode: str = "live", content_capture: str = "on", at: str | None = None,
-                key: str | None = None, grader_types: bool = False, **_: Any) -> None:
+                key: str | None = None, grader_types: bool = False, lossless: bool = False, **_: Any) -> None:
     from aefgate.converters.inspect.importer import from_inspect
 
     from_inspect(src, dst, target_mode=target_mode or "live", content_capture=content_capture or "on", at=at,
-                 key=key, grader_types=bool(grader_types))
+                 key=key, grader_types=bool(grader_types), lossless=bool(lossless))
 
 
 def _run_export(src: Any, dst: Any, *, ignore_overlays: bool = False, output_from_evidence: bool = False,
-                map_scorers: bool = False, withheld_ok: Any = (), grader_types: bool = False, **_: Any) -> None:
+                map_scorers: bool = False, withheld_ok: Any = (), grader_types: bool = False, task: str | None = None,
+                model: str | None = None, **_: Any) -> None:
     from aefgate.converters.inspect.exporter import to_inspect
 
     # the route's destination has no suffix of its choosing when it is a staging name: .eval unless it says .json
     fmt = "json" if str(dst).lower().endswith(".json") else "eval"
     to_inspect(src, dst, ignore_overlays=bool(ignore_overlays), fmt=fmt, withheld_ok=withheld_ok,
                output_from_evidence=bool(output_from_evidence), map_scorers=bool(map_scorers),
-               grader_types=bool(grader_types))
+               grader_types=bool(grader_types), task=task or None, model=model or None)
 
 
 def back_options(run_dir: Path) -> dict[str, Any]:
@@ -53,18 +54,30 @@ def back_options(run_dir: Path) -> dict[str, Any]:
         at = jsonio.read_json(Path(run_dir) / "seal.json", max_size=jsonio.MAX_SEAL)["predicate"]["sealedAt"]
     except (OSError, KeyError, TypeError, jsonio.JsonProblem):
         pass
+    from aefgate.converters.inspect.common import KEPT_HEADER
+
     return {"target_mode": (run.get("execution") or {}).get("targetMode", "live"),
-            "content_capture": "off" if run.get("contentCapture") == "off" else "on", "at": at}
+            "content_capture": "off" if run.get("contentCapture") == "off" else "on", "at": at,
+            "lossless": (Path(run_dir) / "ext" / KEPT_HEADER).is_file()}
 
 
 def records(path: Path) -> Iterator[tuple[str, str, Any]]:
-    """An Inspect log as the source cycle compares it: its header, then each sample keyed by id and epoch."""
+    """An Inspect log as the source cycle compares it, every member of it: ``header`` (everything but reductions and
+    samples: version, status, eval, plan, results, stats, error, tags, metadata, invalidated, ...: fields
+    ``header:results.scores``, ``header:stats.model_usage...``; the log's results are not named ``results:``, the
+    AEF cycle's fields of result lines), ``reductions`` (each keyed by its scorer and reducer) and ``samples`` (keyed
+    by id and epoch: an id 3 and an id "3" share a key, and their ``id`` fields differ)."""
     from aefgate.formats.inspect import open_log
 
     log = open_log(Path(path))
     yield "header", "", log.header
+    reductions = log.reductions()
+    if isinstance(reductions, list):
+        for i, red in enumerate(reductions):
+            key = f"{red.get('scorer')} {red.get('reducer')}" if isinstance(red, dict) else f"#{i}"
+            yield "reductions", key, red
     for sample in log.samples():
-        yield "samples", f"{sample.get('id')} epoch {sample.get('epoch')}", sample  # an id 2 as "2" (a caseId)
+        yield "samples", f"{sample.get('id')} epoch {sample.get('epoch')}", sample
 
 
 CONVERTERS = [
@@ -79,6 +92,9 @@ CONVERTERS = [
             Option("key", "a private key (PKCS#8 PEM) that signs the seal", str, None),
             Option("grader_types", "set annotator.kind LLM (and the judge's model) on lines of Inspect's "
                                    "model-graded scorers (docs/mappings/aigp.md)", bool, False),
+            Option("lossless", "also keep what the mapping does not place (the log's header, each sample's other "
+                               "members, the reductions) in ext/inspect_ai/ files of the run, so that an export "
+                               "gives the log back (aefgate's extension)", bool, False),
         ],
         losses=LOSSES_FROM_INSPECT,
         description="Inspect AI eval logs (.eval, .json) into AEF runs, sealed as ingest (interop/inspect.md)",
@@ -96,6 +112,10 @@ CONVERTERS = [
             Option("map_scorers", "write a path summarized for several metrics as Inspect writes a map-valued "
                                   "scorer (one EvalScore per metric) instead of refusing the run (IN-3; aefgate's "
                                   "extension)", bool, False),
+            Option("task", "eval.task for a run without a suite (suite:<task>): the Inspect task name (IN-1; "
+                           "aefgate's extension)", str, None),
+            Option("model", "eval.model for a run whose subject is not a model (default: the subject's kind:name, "
+                            "R7I-8): the Inspect model name (aefgate's extension)", str, None),
         ],
         losses=LOSSES_TO_INSPECT,
         description="AEF runs into Inspect AI eval logs (.json, or .eval) (interop/inspect.md)",

@@ -131,3 +131,19 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-9 * max(1.0, abs(b))
 
 
+
+
+# -- what a lossless import keeps (aefgate's extension, docs/mappings/inspect.md, "Lossless round trips") ----------
+
+#: the log versions inspect-ai 0.3.285 reads: a .json up to its LOG_SCHEMA_VERSION, 2 (``_validate_version``); a
+#: .eval also 3 (its recorder does not check the version; ``log_message_deduplication.eval`` is one)
+READ_VERSIONS = {"json": (1, 2), "eval": (1, 2, 3)}
+#: ext/ files of a run imported with ``lossless`` ([RUN-2]: producer files, sealed with the run)
+KEPT_HEADER = "inspect_ai/header.json"  # the log's header as written (no samples, no reductions)
+KEPT_SAMPLES = "inspect_ai/samples.ndjson"  # per sample, what its lines and blobs do not hold
+KEPT_REDUCTIONS = "inspect_ai/reductions.json"  # the reductions as written
+#: sample members that hold what the model saw or said: not kept with contentCapture off ([RUN-11])
+CONTENT_MEMBERS = frozenset({"input", "choices", "target", "messages", "output", "events", "attachments", "store",
+                             "transcript", "message_pool", "files", "setup"})
+#: Score members that are content ([RUN-11], IN-7): not kept with contentCapture off
+SCORE_CONTENT = frozenset({"explanation", "answer"})

@@ -2,7 +2,9 @@
 
 :func:`to_inspect` verifies the run (:func:`~aefgate.formats.aef.verifier.verify_run`; a run that does not verify is
 refused, IN-11, exit 1), maps it (:func:`export_run`, pure: a header and a list of samples) and writes it with
-:func:`aefgate.formats.inspect.write_log` (``.json`` or ``.eval`` by the output's suffix).
+:func:`aefgate.formats.inspect.write_log` (``.json`` or ``.eval`` by the output's suffix). A run imported with
+``lossless`` (its ``ext/inspect_ai/`` files, :class:`_Kept`) is exported as the log it came from: the mapped fields
+from its lines and blobs, the rest from what the import kept (docs/mappings/inspect.md, "Lossless round trips").
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.progress import task as progress_task
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.times import parse_time
-from aefgate.converters.inspect.common import (TOKENS, _REDUCERS_EXPORT, decode_name)
+from aefgate.converters.inspect.common import (CONTENT_KIND, KEPT_HEADER, KEPT_REDUCTIONS, KEPT_SAMPLES, TOKENS,
+                                               _REDUCERS_EXPORT, decode_name)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -157,6 +160,7 @@ def _check_overlays(run_dir: Path) -> bool:
 def export_run(
     run_dir: str | os.PathLike[str], *, ignore_overlays: bool = False, withheld_ok: Iterable[str] = (),
     output_from_evidence: bool = False, map_scorers: bool = False, grader_types: bool = False,
+    task: str | None = None, model: str | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """AEF -> Inspect, pure: the EvalLog header (with ``reductions``) and the samples of a run, NaN as float NaN.
 
@@ -186,7 +190,7 @@ def export_run(
         raise collected.failure
     if _check_overlays(root) and not ignore_overlays:
         raise Refusal("IN-4", "the run has overlay events, whose Score.history and log_updates shape the page does "
-                              "not give; --ignore-overlays converts the sealed lines without them",
+                              "not give; the option 'ignore_overlays' converts the sealed lines without them",
                       "overlays/events.ndjson")
     run = collected.run
     blobs = _Blobs(root, withheld)
@@ -200,16 +204,25 @@ def export_run(
 
     # the eval header (IN-1, R7I-7, R7I-8)
     suite = run.get("suite")
-    if not isinstance(suite, dict) or not str(suite.get("ref", "")).startswith("suite:"):
-        raise Refusal("IN-1", "eval.task is required: the run has no suite, or its ref is not suite:<task>",
-                      "run.json/suite")
-    task = decode_name(suite["ref"][len("suite:"):])
+    has_suite = isinstance(suite, dict) and str(suite.get("ref", "")).startswith("suite:")
+    if task is not None and (not isinstance(task, str) or not task):
+        raise Refusal("IN-1", "the option 'task' is an Inspect task name (a non-empty string)", "task")
+    if not has_suite and task is None:
+        raise Refusal("IN-1", "eval.task is required: the run has no suite, or its ref is not suite:<task>; give "
+                              "the option 'task' (the Inspect task name, aefgate's extension)", "run.json/suite")
+    suite = suite if isinstance(suite, dict) else {}
+    task = task if task is not None else decode_name(suite["ref"][len("suite:"):])
     judges = run.get("judges") or []
     if len(judges) > 1:
         raise Refusal("IN-1", f"{len(judges)} judges: a role of eval.model_roles holds one model", "run.json/judges")
     subject = run["subject"]
     kind, _, name = subject["ref"].partition(":")
-    model = decode_name(name) if kind == "model" else f"{kind}:{decode_name(name)}"
+    if model is not None and (not isinstance(model, str) or not model):
+        raise Refusal("IN-1", "the option 'model' is an Inspect model name (a non-empty string)", "model")
+    if kind == "model":
+        model = decode_name(name)  # (the option names a model for a run whose subject is none)
+    elif model is None:
+        model = f"{kind}:{decode_name(name)}"  # R7I-8
     policy = suite.get("executionPolicy") or {}
 
     ev: dict[str, Any] = {"eval_id": run["runId"], "run_id": run["runId"], "created": run["startedAt"],
@@ -231,6 +244,7 @@ def export_run(
     producer = run.get("producer") or {}
     packages = {producer["name"]: producer.get("version", "")} if producer.get("name") else {}
 
+    kept = _Kept.read(root)  # a run imported with lossless: what the import kept (docs/mappings/inspect.md)
     # result lines, grouped into samples (caseId, trial) and reductions (rollups)
     evidence = _evidence_records(root)
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -254,13 +268,28 @@ def export_run(
     with progress_task("export samples", len(groups), "samples") as bar:
         samples = []
         for (case, trial), lines in groups.items():
-            samples.append(_sample(case, trial, lines, evidence, blobs, content_on, output_from_evidence, model,
-                                   aigp=aigp))
+            residue = kept.samples.get((case, trial + 1)) if kept is not None else None
+            sample = _sample(case, trial, lines, evidence, blobs, content_on,
+                             output_from_evidence or residue is not None, model, aigp=aigp)
+            if residue is not None:
+                sample = _restored_sample(sample, residue[1], lines, evidence, blobs, content_on, aigp)
+            samples.append(sample)
             bar.advance()
     ev["dataset"] = {"samples": len(case_ids), "sample_ids": list(case_ids)}
     ev["model"] = model
     if judges:
         ev["model_roles"] = {"judge": {"model": judges[0]["model"]}}
+    trials = max((trial for _, trial in groups), default=0) + 1
+    if "epochs" not in config and trials > 1:  # trial lines without a policy: the epochs the samples have (aefgate)
+        config["epochs"] = trials
+    # what made the run, as an import keeps it in run.json's ext (aefgate's extension, docs/mappings/inspect.md)
+    made = (run.get("ext") or {}).get("inspect_ai") or {}
+    for src_key, dst in (("generate_config", "model_generate_config"), ("task_args", "task_args"),
+                         ("sandbox", "sandbox"), ("model_base_url", "model_base_url"), ("tags", "tags")):
+        if made.get(src_key):
+            ev[dst] = made[src_key]
+    if isinstance(made.get("limits"), dict):
+        config.update(made["limits"])
     ev["config"] = config
     ev["packages"] = packages
     if map_scorers:  # the import reads an EvalScore named for a metric at its scorer's path when that is a scorer
@@ -272,7 +301,7 @@ def export_run(
     status = {"completed": "success", "aborted": "error", "running": "started"}[run["status"]]
     header: dict[str, Any] = {"version": 2, "status": status, "eval": ev}
     summary_path = root / "summary.json"
-    if summary_path.is_file():
+    if summary_path.is_file() and kept is None:  # (a kept log's results are Inspect's, as written)
         header["results"] = _results(jsonio.read_json(summary_path), jsonio.read_json(root / "metrics.json"),
                                      len(samples), map_scorers)
     stats: dict[str, Any] = {"started_at": run["startedAt"]}
@@ -295,7 +324,128 @@ def export_run(
         header["error"] = {"message": run.get("abortReason", ""), "traceback": "", "traceback_ansi": ""}
     if reductions:
         header["reductions"] = list(reductions.values())
+    if kept is not None:
+        return kept.restore(header, samples)
     return header, samples
+
+
+class _Kept:
+    """What an import with ``lossless`` kept in the run's ``ext/`` files ([RUN-2]): the log's header, per sample what
+    its lines and blobs do not hold, and the reductions (docs/mappings/inspect.md, "Lossless round trips")."""
+
+    def __init__(self, header: dict[str, Any], samples: dict[tuple[str, int], tuple[int, dict[str, Any]]],
+                 reductions: Any, has_reductions: bool):
+        self.header = header
+        self.samples = samples
+        self.reductions = reductions
+        self.has_reductions = has_reductions
+
+    @classmethod
+    def read(cls, root: Path) -> _Kept | None:
+        from aefgate.converters.inspect.importer import _case_id
+        from aefgate.formats.inspect.jsontext import loads
+
+        ext = root / "ext"
+        hp = ext / KEPT_HEADER
+        if not hp.is_file():
+            return None
+        header = loads(hp.read_bytes(), str(hp))
+        samples: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
+        sp = ext / KEPT_SAMPLES
+        if sp.is_file():
+            with open(sp, "rb") as f:
+                for i, raw in enumerate(f):
+                    r = loads(raw, f"{sp}:{i + 1}")
+                    samples[(_case_id(r["id"], f"{sp}:{i + 1}"), r["epoch"])] = (i, r)
+        rp = ext / KEPT_REDUCTIONS
+        reductions = loads(rp.read_bytes(), str(rp)) if rp.is_file() else None
+        return cls(header, samples, reductions, rp.is_file())
+
+    def restore(self, mapped: dict[str, Any], samples: list[dict[str, Any]]) -> tuple[dict, list]:
+        """The header as the log wrote it (the mapping's values where the run says otherwise: its id, task, model
+        and epochs), its reductions as written, and the samples in the log's order."""
+        header = dict(self.header)
+        ev = header.get("eval")
+        if isinstance(ev, dict):
+            ev = header["eval"] = dict(ev)
+            for k in ("task", "model"):
+                if ev.get(k) != mapped["eval"][k]:
+                    ev[k] = mapped["eval"][k]
+            if ev.get("eval_id") not in (None, "", mapped["eval"]["eval_id"]):
+                ev["eval_id"] = mapped["eval"]["eval_id"]
+        if self.has_reductions:
+            header["reductions"] = self.reductions
+        elif "reductions" in mapped:
+            header["reductions"] = mapped["reductions"]
+        order = {(str(s["id"]), s["epoch"]): n for n, s in enumerate(samples)}
+        index = {k: v[0] for k, v in self.samples.items()}
+        big = len(index)
+        samples = sorted(samples, key=lambda s: (index.get((_key_id(s["id"]), s["epoch"]), big),
+                                                 order[(str(s["id"]), s["epoch"])]))
+        return header, samples
+
+
+def _key_id(v: Any) -> str:
+    return v if isinstance(v, str) else str(int(v))
+
+
+def _restored_sample(mapped: dict[str, Any], residue: Mapping[str, Any], lines: list[dict[str, Any]],
+                     evidence: Mapping[str, Any], blobs: _Blobs, content_on: bool,
+                     aigp: frozenset[str] | None) -> dict[str, Any]:
+    """A sample as the log wrote it: its members in their order; the id as written; the epoch, the content and
+    the Scores' values, explanations, answers and metadata from the lines and their blobs; the rest from what the
+    import kept. Content the run does not hold (contentCapture off) is the mapping's (empty input and target)."""
+    members = residue.get("members") or {}
+    content_kinds = residue.get("content") or {}
+    texts: dict[str, str] = {}
+    for line in lines:
+        for eid in line.get("evidence") or ():
+            rec = evidence.get(eid)
+            if rec is None or "blob" not in (rec.get("link") or {}):
+                continue
+            text = blobs.text(rec["link"]["blob"], f"case {line['caseId']!r}: evidence {eid}")
+            if text is not None:
+                texts.setdefault(rec["kind"], text)
+    by_path = {line["path"]: line for line in lines}
+    out: dict[str, Any] = {}
+    for k in residue.get("order") or list(mapped):
+        if k in members:
+            out[k] = members[k]
+        elif k == "id":
+            out[k] = residue["id"]
+        elif k == "epoch":
+            out[k] = mapped["epoch"]
+        elif k in content_kinds and CONTENT_KIND.get(k) in texts:
+            text = texts[CONTENT_KIND[k]]
+            out[k] = jsonio.loads(text.encode("utf-8"), top_object=False) if content_kinds[k] == "json" else text
+        elif k == "scores":
+            rests = residue.get("scores") or {}
+            out[k] = {key: _restored_score(by_path[key], rest, blobs, content_on, aigp)
+                      if key in by_path else rest for key, rest in rests.items()}
+        elif k in mapped:
+            out[k] = mapped[k]
+    return out
+
+
+def _restored_score(line: Mapping[str, Any], rest: Mapping[str, Any], blobs: _Blobs, content_on: bool,
+                    aigp: frozenset[str] | None) -> dict[str, Any]:
+    """A Score as the log wrote it: its value from the line (R7I-2) unless the import kept it (a map, a list), its
+    explanation from the line's reasoning blob, its answer and metadata from the line's ``ext`` (IN-7), the rest as
+    kept."""
+    where = f"case {line['caseId']!r} at {line['path']!r}"
+    score: dict[str, Any] = {}
+    if "value" not in rest:
+        score["value"] = _score_of(line, blobs, False, where)["value"]
+    if content_on and isinstance(line.get("reasoning"), dict):
+        text = blobs.text(line["reasoning"]["blob"], where)
+        if text is not None:
+            score["explanation"] = text
+    kept = (line.get("ext") or {}).get("inspect_ai") or {}
+    for k in ("answer", "metadata"):
+        if k in kept:
+            score[k] = kept[k]
+    score.update(rest)
+    return score
 
 
 def _evidence_records(root: Path) -> dict[str, dict[str, Any]]:
@@ -323,7 +473,8 @@ def _sample(case: str, trial: int, lines: list[dict[str, Any]], evidence: Mappin
             kind = rec["kind"]
             if kind in ("output", "transcript") and not rebuild:
                 raise Refusal("IN-5", f"cited {kind} evidence ({eid}): the page does not say how a blob's text "
-                                      f"becomes a {'ModelOutput' if kind == 'output' else 'list of ChatMessage'}",
+                                      f"becomes a {'ModelOutput' if kind == 'output' else 'list of ChatMessage'} "
+                                      "(the option 'output_from_evidence' rebuilds it, aefgate's extension)",
                               f"{where}: evidence {eid}")
             link = rec.get("link") or {}
             if "blob" not in link:
@@ -434,9 +585,12 @@ def _results(summary: Mapping[str, Any], metrics: Mapping[str, Any], n_samples: 
             where = f"summary.json: {lane['lane']}/{e['metric']} at {e['path']!r}"
             mapped = map_scorers and per_path[e["path"]] > 1
             name = e["metric"] if mapped else e["path"]
-            if name in paths or (mapped and e["path"] in paths):
+            # names are unique, and a member's EvalScore is not named for another scorer: the import reads an entry
+            # named for a scorer at that scorer's path
+            if name in paths or (mapped and name in per_path and name != e["path"]):
                 raise Refusal("IN-3", "two summary entries at one path: Inspect has one EvalScore per scorer"
-                              + ("" if map_scorers else " (--map-scorers writes them as a map-valued scorer's)"),
+                              + ("" if map_scorers else " (the option 'map_scorers' writes them as a map-valued "
+                                                        "scorer's)"),
                               where)
             paths.add(name)
             if kinds.get(e["metric"]) == "count":
@@ -469,6 +623,8 @@ def to_inspect(
     output_from_evidence: bool = False,
     map_scorers: bool = False,
     grader_types: bool = False,
+    task: str | None = None,
+    model: str | None = None,
 ) -> Path:
     """Convert an AEF run into an Inspect eval log at ``out_path`` (``.json`` or ``.eval``, by its suffix unless
     ``fmt`` says). The run must verify (IN-11, exit 1); a run with overlay events is refused unless
@@ -485,7 +641,7 @@ def to_inspect(
     check_file_destination(out, (run_dir,))  # absent, under a folder (OUT-1), not inside the run (OUT-2)
     header, samples = export_run(run_dir, ignore_overlays=ignore_overlays, withheld_ok=withheld_ok,
                                  output_from_evidence=output_from_evidence, map_scorers=map_scorers,
-                                 grader_types=grader_types)
+                                 grader_types=grader_types, task=task, model=model)
     write_log(out, header, samples, fmt=fmt)
     return out
 

@@ -28,10 +28,12 @@ from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.signatures import signing_key_of
 from aefgate.formats.aef.canonical import jcs, number_to_string
 from aefgate.formats.aef.times import parse_time
+from aefgate.formats.inspect.jsontext import dumps
 from aefgate.formats.inspect.reader import RESOLVE_EXTRA_DEPTH
 from aefgate.converters.inspect.common import (
     AEF_ROLES, MAX_DEPTH, _SURROGATE, CONTENT_FIELDS, CONTENT_KIND, INSTRUMENT_BLAME, LETTERS, MAX_ABORT,
-    MAX_REASON, MEAN_METRICS, MODEL_BLAME, NO_MESSAGE, NO_VALUE, RECOMPUTED, SAFE_INT, TOKENS, TYPED_ABSENCES, _ID,
+    MAX_REASON, MEAN_METRICS, MODEL_BLAME, NO_MESSAGE, NO_VALUE, READ_VERSIONS, RECOMPUTED, SAFE_INT, TOKENS,
+    TYPED_ABSENCES, _ID, CONTENT_MEMBERS, KEPT_HEADER, KEPT_REDUCTIONS, KEPT_SAMPLES, SCORE_CONTENT,
     _KIND_BYTE, _METHOD, _REDUCERS_IMPORT, _TEXT_BAD, _VERSION, _close, _cut, _int_value, _is_nan, _is_num, _kind,
     _utc, encode_name,
 )
@@ -429,11 +431,46 @@ class _Header:
     request: dict[str, Any] | None
     compares: list[tuple[str, str, str | None, float]]  # (metric, path, method, Inspect's value)
     reductions: list[Any]
+    scorer_models: dict[str, str]  # scorer -> the judge model its options name
 
 
-def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture: str) -> _Header:
+def _check_version(header: Mapping[str, Any], fmt: str | None) -> None:
+    """IN-6 (a log Inspect cannot read is no Inspect log): the versions inspect-ai 0.3.285 reads
+    (:data:`~.common.READ_VERSIONS`: 1 and 2, and 3 in a .eval), any other refused, naming it. A log without a
+    version is read as Inspect reads it (version 1's default, older logs)."""
+    version = header.get("version")
+    if version is None:
+        return
+    accepted = READ_VERSIONS.get(fmt or "eval", READ_VERSIONS["eval"])
+    value: Any = version  # read as Inspect's model reads an int: 2, 2.0 and "2" are 2
+    if isinstance(version, str) and re.fullmatch(r"\s*[0-9]{1,4}\s*", version):
+        value = int(version)
+    elif isinstance(version, float) and version.is_integer():
+        value = int(version)
+    if isinstance(value, bool) or not isinstance(value, int) or value not in accepted:
+        raise Refusal("IN-6", f"log format version {version!r}: inspect-ai reads versions "
+                              f"{', '.join(map(str, accepted))} of a {'.json' if fmt == 'json' else '.eval'} log, "
+                              "so this is no log Inspect reads", "/version")
+
+
+def _results_v1(results: Any) -> Any:
+    """A version-1 ``results`` (one ``scorer`` and its ``metrics``) as version 2's ``scores`` list, as Inspect
+    reads it (IN-9 then reads its metrics)."""
+    if not isinstance(results, dict) or "scores" in results or not isinstance(results.get("scorer"), dict):
+        return results
+    name = results["scorer"].get("name")
+    entry = {"name": name, "scorer": name, "params": results["scorer"].get("params") or {},
+             "metrics": results.get("metrics") or {}}
+    return {**{k: v for k, v in results.items() if k not in ("scorer", "metrics")}, "scores": [entry]}
+
+
+def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture: str,
+                 fmt: str | None = None) -> _Header:
     if not isinstance(header, Mapping):
         raise Refusal("IN-6", "an eval log is an object", "/")
+    _check_version(header, fmt)
+    if header.get("version") in (1, "1", 1.0) and "results" in header:  # read as Inspect reads it (a metric may be NaN)
+        header = {**header, "results": _results_v1(header["results"])}
     _check_header_doc(header)
     status = header.get("status")
     if status not in ("started", "success", "cancelled", "error"):
@@ -655,6 +692,8 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
                 if se < 0:
                     raise Refusal("IN-9", "a negative stderr", f"{w}/metrics/stderr")
                 entry["stderr"] = se
+        if not values:  # no metric of Inspect's: summarized from the lines (declare_summary_metrics)
+            entry["_plain"] = True
         request_entries.append(entry)
 
     request: dict[str, Any] | None = None
@@ -680,6 +719,18 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
         ext["headline"] = results["headline"]
     if reducers and aggregation is None:
         ext["epochs_reducer"] = reducers
+    # what made the run (aefgate's extension, docs/mappings/inspect.md): kept so it counts in the run hash and comes
+    # back on export; only what the log has, so a log without any is imported as the page says
+    for src_key, dst in (("model_generate_config", "generate_config"), ("task_args", "task_args"),
+                         ("sandbox", "sandbox"), ("model_base_url", "model_base_url"), ("tags", "tags")):
+        if ev.get(src_key):
+            ext[dst] = ev[src_key]
+    limits = {k: v for k, v in config.items() if k.endswith("_limit") and v is not None}
+    if limits:
+        ext["limits"] = limits
+    scorer_models = _scorer_models(scorers)
+    if scorer_models:
+        ext["scorer_models"] = scorer_models
 
     run: dict[str, Any] = {
         "schemaVersion": "1.0",
@@ -703,7 +754,21 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
     _check_reductions(reductions)
     aef_status = {"started": "running", "success": "completed"}.get(status, "aborted")
     return _Header(run, aef_status, abort_reason, asserted, imported_from, epochs, aggregation, model, model_roles,
-                   scorer_names, evaluator_of, request, compares, reductions)
+                   scorer_names, evaluator_of, request, compares, reductions, scorer_models)
+
+
+def _scorer_models(scorers: list[Any]) -> dict[str, str]:
+    """The judge model each scorer names in its options (``model_graded_qa(model=...)``: a model name, or a model
+    as Inspect records it, ``{"model": name, ...}``): scorer name -> model name."""
+    out: dict[str, str] = {}
+    for s in scorers:
+        opts = s.get("options") if isinstance(s, dict) else None
+        m = opts.get("model") if isinstance(opts, dict) else None
+        if isinstance(m, dict):
+            m = m.get("model")
+        if isinstance(m, str) and m and isinstance(s.get("name"), str):
+            out.setdefault(s["name"], m[:256])
+    return out
 
 
 def _check_reductions(reductions: Any) -> None:
@@ -802,6 +867,7 @@ def import_log(
     total: int | None = None,
     progress: Callable[[int, int | None], None] | None = None,
     grader_types: bool = False,
+    lossless: bool = False,
 ) -> Path:
     """Inspect -> AEF over an eval log's header (the EvalLog without samples, with ``reductions``) and its samples
     (an iterable, read once, as they stream). Writes the run at ``out_dir`` (absent or empty) and returns it; see
@@ -815,13 +881,14 @@ def import_log(
     out = Path(os.path.abspath(out_dir))
     check_destination(out)
     content_on = content_capture == "on"
-    h = _read_header(header, target_mode=target_mode, content_capture=content_capture)
+    log = getattr(samples, "log", None)
+    h = _read_header(header, target_mode=target_mode, content_capture=content_capture,
+                     fmt=getattr(log, "format", None))
     roles = (header.get("eval") or {}).get("model_roles") or {}
     closed = h.status != "running"
     # samples read from a log (aefgate.formats.inspect): a .eval is read by sample id, then epoch, so each case is
     # done when its id changes (its rollups written, its state dropped), and its reductions come from an index on
     # disk; the reductions come from the log (not in its header). See docs/mappings/inspect-format.md.
-    log = getattr(samples, "log", None)
     by_case = False
     reduction_events: Iterable[tuple] | None = None
     if log is not None and "reductions" not in header:
@@ -842,6 +909,9 @@ def import_log(
         with RunBuilder(run_dir, h.run, metrics=[], imported_from=h.imported_from, asserted=h.asserted) as b:
             imp = _Importer(b, h, roles, content_on, closed=closed, by_case=by_case)
             imp.grader_types = grader_types
+            if lossless:  # aefgate's extension (docs/mappings/inspect.md, "Lossless round trips")
+                b.add_ext_file(KEPT_HEADER, dumps(_kept_header(header, content_on)))
+                imp.kept = b.ext_stream(KEPT_SAMPLES)
             if by_case:
                 imp.index_reductions(reduction_events or ())
             done = 0
@@ -858,6 +928,11 @@ def import_log(
             else:
                 imp.rollups(closed)
             imp.declare_summary_metrics()
+            if lossless:
+                reds = header["reductions"] if "reductions" in header else \
+                    (log.reductions() if log is not None else None)
+                if reds is not None:
+                    b.add_ext_file(KEPT_REDUCTIONS, dumps(_kept_reductions(reds, content_on)))
             if closed:
                 # sealing verifies the whole run first (every check of section 3.9): that verification is IN-11's
                 try:
@@ -917,6 +992,8 @@ class _Importer:
         self.cases_done = SpillIndex()
         self.red_db: Any = None
         self.red_info: list[tuple[str, tuple[str, int | None]]] = []
+        self.kept: Any = None  # lossless: the stream of ext/inspect_ai/samples.ndjson
+        self.path_metrics: dict[str, dict[str, None]] = {}  # path -> the metrics its lines score, in order
 
     def close(self) -> None:
         for idx in (self.evidence, self.samples_seen, self.cases_done):
@@ -933,9 +1010,23 @@ class _Importer:
             self.metrics.add(metric)
 
     def declare_summary_metrics(self) -> None:
+        """Declare the summary's metrics. An EvalScore with no metric (R7I-15: a plain mean entry) names its scorer;
+        when the lines at that path score other metrics (a map-valued scorer whose members Inspect gave no
+        metric), the entry is one per member metric the lines score, computed from the lines like every other
+        (docs/mappings/inspect.md, "A map-valued scorer's results")."""
         req = self.h.request
         for lane in (req or {}).get("lanes", []):
+            entries = []
             for e in lane["metrics"]:
+                plain = e.pop("_plain", False)
+                found = self.path_metrics.get(e["path"]) or {}
+                if plain and e["metric"] not in found and found:
+                    entries.extend({"metric": m, "path": e["path"]} for m in found
+                                   if not any(x["metric"] == m and x["path"] == e["path"] for x in lane["metrics"]))
+                    continue
+                entries.append(e)
+            lane["metrics"] = entries
+            for e in entries:
                 self._declare(e["metric"], "/results/scores")
 
     def _annotate(self, node: dict[str, Any]) -> dict[str, Any]:
@@ -951,7 +1042,10 @@ class _Importer:
         if name.startswith("model_graded"):
             ann: dict[str, Any] = {"kind": "LLM"}
             judges = [j["model"] for j in self.h.run.get("judges") or ()]
-            if len(judges) == 1:
+            own = self.h.scorer_models.get(node["evaluator"]["id"]) or self.h.scorer_models.get(name)
+            if own is not None:  # the scorer's own model parameter (model_graded_qa(model=...))
+                ann["model"] = own
+            elif len(judges) == 1:
                 ann["model"] = judges[0]
             node["annotator"] = ann
         elif name in INSPECT_CODE_SCORERS:
@@ -968,12 +1062,16 @@ class _Importer:
                                   "character)", where)
         return key
 
-    def _content(self, sample: Mapping[str, Any], where: str) -> list[str]:
+    def _content(self, sample: Mapping[str, Any], where: str, blobbed: dict[str, str] | None = None) -> list[str]:
+        """The evidence ids of the sample's content (IN-8); ``blobbed`` gets each field written as a blob, ``text``
+        or ``json`` (JCS)."""
         ids: list[str] = []
         for fieldname in CONTENT_FIELDS:
             data = _content_blob(fieldname, sample.get(fieldname), f"{where}/{fieldname}")
             if data is None:
                 continue
+            if blobbed is not None:
+                blobbed[fieldname] = "text" if isinstance(sample.get(fieldname), str) else "json"
             kind = CONTENT_KIND[fieldname]
             key = hashlib.sha256(data).digest() + _KIND_BYTE[kind]
             eid = self.evidence.get(key)
@@ -1058,7 +1156,8 @@ class _Importer:
         usage = _sample_usage(sample, where, h, self.roles)
         if usage:
             first["usage"] = usage
-        evidence = self._content(sample, where) if self.content_on else []
+        blobbed: dict[str, str] = {}
+        evidence = self._content(sample, where, blobbed) if self.content_on else []
 
         nodes: list[dict[str, Any]] = []
         if scores:
@@ -1084,9 +1183,12 @@ class _Importer:
         else:
             raise Refusal("IN-8", "a sample without scores", f"{where}/scores")
 
+        if self.kept is not None:
+            self.kept.write(dumps(_residue(sample, blobbed, nodes, self.content_on)) + b"\n")
         for i, node in enumerate(nodes):
             for s in node.get("scores", ()):
                 self._declare(s["metric"], f"{where}/scores/{node['path']}")
+                self.path_metrics.setdefault(node["path"], {})[s["metric"]] = None
             node.update(times)
             if i == 0:
                 node.update(first)
@@ -1256,6 +1358,77 @@ class _Importer:
                                   "/reductions")
 
 
+# -- lossless: what the mapping does not place, kept in ext/ files (docs/mappings/inspect.md) ----------------------
+
+
+def _kept_header(header: Mapping[str, Any], content_on: bool) -> dict[str, Any]:
+    """The log's header as written (no samples, no reductions); with content off, without the plan's step
+    parameters, which may hold prompts ([RUN-11])."""
+    kept = {k: v for k, v in header.items() if k not in ("samples", "reductions")}
+    plan = kept.get("plan")
+    if not content_on and isinstance(plan, dict) and isinstance(plan.get("steps"), list):
+        kept["plan"] = {**plan, "steps": [{k: v for k, v in step.items() if k != "params"}
+                                          if isinstance(step, dict) else step for step in plan["steps"]]}
+    return kept
+
+
+def _score_rest(score: Mapping[str, Any], explained: bool, content_on: bool) -> dict[str, Any]:
+    """What a Score's line does not hold: every member but its value when the line gives it back (a number, a
+    letter, NaN), its explanation when it is the line's reasoning blob, and its answer and metadata (the line's
+    ``ext``, IN-7); with content off, no explanation nor answer ([RUN-11])."""
+    value = score.get("value")
+    rest: dict[str, Any] = {}
+    for k, v in score.items():
+        if k == "value" and (_is_num(v) or (isinstance(v, str) and v in LETTERS)):
+            continue
+        if k in ("answer", "metadata") or (k == "explanation" and explained):
+            continue
+        if not content_on and k in SCORE_CONTENT:
+            continue
+        rest[k] = v
+    if isinstance(value, bool):  # (refused by IN-7 before)
+        rest["value"] = value
+    return rest
+
+
+def _residue(sample: Mapping[str, Any], blobbed: Mapping[str, str], nodes: list[dict[str, Any]],
+             content_on: bool) -> dict[str, Any]:
+    """One line of ``ext/inspect_ai/samples.ndjson``: the sample's id as written, its epoch, the order of its
+    members, the members its lines and blobs do not hold, how each content blob is read back, and what each
+    Score's line does not hold. With content off, no content member ([RUN-11])."""
+    scores = sample.get("scores")
+    placed = {"id", "epoch", *blobbed}
+    if scores:
+        placed.add("scores")
+    members = {k: v for k, v in sample.items()
+               if k not in placed and (content_on or k not in CONTENT_MEMBERS)}
+    output = sample.get("output")
+    if not content_on and isinstance(output, dict):  # its model, usage and times, not its messages
+        members["output"] = {k: v for k, v in output.items() if k not in ("choices", "completion")}
+    out: dict[str, Any] = {"id": sample.get("id"), "epoch": sample.get("epoch", 1), "order": list(sample),
+                           "members": members}
+    if blobbed:
+        out["content"] = dict(blobbed)
+    if scores:
+        by_path = {n["path"]: n for n in nodes}
+        out["scores"] = {k: _score_rest(v, bool((by_path.get(k) or {}).get("reasoning")), content_on)
+                         for k, v in scores.items() if isinstance(v, dict)}
+    return out
+
+
+def _kept_reductions(reductions: Any, content_on: bool) -> Any:
+    """The reductions as written; with content off, their scores without explanation and answer ([RUN-11])."""
+    if content_on or not isinstance(reductions, list):
+        return reductions
+    out = []
+    for red in reductions:
+        if isinstance(red, dict) and isinstance(red.get("samples"), list):
+            red = {**red, "samples": [{k: v for k, v in rs.items() if k not in SCORE_CONTENT}
+                                      if isinstance(rs, dict) else rs for rs in red["samples"]]}
+        out.append(red)
+    return out
+
+
 def _compare_summary(run_dir: Path, h: _Header) -> None:
     """IN-9: a mean, median, minimum or maximum Inspect gives must be the lines' (within §3.6's tolerance)."""
     from aefgate.formats.aef.summary import summarize
@@ -1282,7 +1455,8 @@ def _compare_summary(run_dir: Path, h: _Header) -> None:
         if given_none and got is None:
             continue
         if given_none or got is None or not _close(given, got):
-            raise Refusal("IN-9", f"Inspect's {what} of {m!r} is {given!r}, the lines give {got!r}",
+            why = " (no line scores it: the log has no scored sample for it)" if got is None else ""
+            raise Refusal("IN-9", f"Inspect's {what} of {m!r} is {given!r}, the lines give {got!r}{why}",
                           f"/results/scores ({m})")
 
 
@@ -1296,6 +1470,7 @@ def from_inspect(
     key: Any = None,
     progress: Callable[[int, int | None], None] | None = None,
     grader_types: bool = False,
+    lossless: bool = False,
 ) -> Path:
     """Convert an Inspect eval log (``.eval`` or ``.json``) into an AEF run at ``out_dir`` (absent or empty).
 
@@ -1303,14 +1478,18 @@ def from_inspect(
     claim, listed in ``imported.asserted``); ``content_capture`` ``on`` keeps the case content, explanations and
     answers (blobs and evidence), ``off`` none of it (RUN-11); ``at`` is the seal's ``sealedAt`` (default: now);
     ``key`` a path to a private key (or a loaded ``SigningKey``) that signs the seal (``attestation.dsse.json``),
-    loaded before anything is written; ``progress(done, total)`` is called after each sample. Refusals name the
-    page's rule (IN-6 to IN-11) and write nothing.
+    loaded before anything is written; ``progress(done, total)`` is called after each sample; ``lossless`` also
+    keeps what the page's mapping does not place in ``ext/inspect_ai/`` files of the run (the header, each sample's
+    other members, the reductions; no content with ``off``), so that :func:`~.exporter.to_inspect` gives the log
+    back (aefgate's extension, docs/mappings/inspect.md, "Lossless round trips"). Refusals name the page's rule
+    (IN-6 to IN-11) and write nothing.
     """
     signing_key = signing_key_of(key)
     log = _open_log(log_path)
     total = getattr(log, "sample_count", None)
     return import_log(log.header, log.samples(), out_dir, target_mode=target_mode, content_capture=content_capture,
-                      at=at, key=signing_key, total=total, progress=progress, grader_types=grader_types)
+                      at=at, key=signing_key, total=total, progress=progress, grader_types=grader_types,
+                      lossless=lossless)
 
 
 def _open_log(path: str | os.PathLike[str]) -> Any:

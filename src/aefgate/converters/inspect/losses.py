@@ -4,8 +4,15 @@ additions where the page's list is silent (docs/mappings/inspect.md, "What does 
 inspect`` prints these lists; a test compares the page's items with the page.
 
 Field names are the round-trip harness's (:mod:`aefgate.converters.fidelity`): ``run.json:<dotted path>``,
-``file:<name>``, ``results:<member>`` for the AEF cycle; ``header:<dotted path>`` and ``samples:<dotted path>`` for
-the source cycle (Inspect -> AEF -> Inspect), over the log's header and its samples matched by id and epoch.
+``file:<name>``, ``results:<member>`` (``results:<member>.<sub>`` for an object member) for the AEF cycle;
+``header:`` (the log's results and stats included: ``header:results.scores``), ``reductions:`` and ``samples:`` with
+a dotted path for the source cycle
+(Inspect -> AEF -> Inspect, :func:`aefgate.converters.inspect.records`). A pattern covers exactly the field it
+names; ``*`` is one path segment, a trailing ``.**`` the field and everything below it (:class:`~..registry.Loss`).
+
+With ``lossless`` (aefgate's extension, docs/mappings/inspect.md) the source cycle loses only the content a run
+with ``contentCapture: off`` does not keep; without it (the page's mapping, the default) the losses marked
+``lossless: false`` hold too.
 """
 
 from __future__ import annotations
@@ -21,16 +28,16 @@ LOSSES_TO_INSPECT: tuple[Loss, ...] = (
     Loss("The state: Inspect has no verdict, and one unscored value, NaN, for every typed absence",
          ("results:state",)),
     Loss("A typed absence's reason: it travels as the explanation and comes back as a reasoning blob (or not at all, "
-         "with contentCapture off), with the state's name as reason", ("results:reason", "results:reasoning"),
+         "with contentCapture off), with the state's name as reason", ("results:reason", "results:reasoning.**"),
          lines="typed_absence"),
     Loss("The result tree and its aggregation, severity, verdict rules, thresholds and uncertainty",
-         ("results:parentResultId", "results:component", "results:aggregation", "results:severity",
-          "results:verdictRule", "results:uncertainty")),
+         ("results:parentResultId", "results:component.**", "results:aggregation.**", "results:severity",
+          "results:verdictRule.**", "results:uncertainty.**")),
     Loss("Evaluator and annotator identity: an evaluator comes back as its scorer",
-         ("results:evaluator", "results:annotator")),
+         ("results:evaluator.**", "results:annotator.**")),
     Loss("A score's metric and normalized value: a single score's metric comes back as its key, the path",
          ("results:scores[].metric", "results:scores[].normalized")),
-    Loss("A line's turns, attack and lane", ("results:turns", "results:attack", "results:lane")),
+    Loss("A line's turns, attack and lane", ("results:turns", "results:attack.**", "results:lane")),
     Loss("Which line of a case a usage entry was on, and its costSource",
          ("results:usage", "results:usage[].costSource")),
     # a case with several roots has one duration (R7I-5), which comes back on the sample's first line (IN-8)
@@ -39,7 +46,7 @@ LOSSES_TO_INSPECT: tuple[Loss, ...] = (
     Loss("A rollup's n, passed and agree: they come back counted from the epochs' lines",
          ("results:trials.n", "results:trials.passed", "results:trials.agree")),
     Loss("Evidence links and digests, and the case content unless the run captured it; traces and trace links; gate "
-         "decisions", ("results:evidence", "results:traceLink", "file:evidence.ndjson", "file:blobs",
+         "decisions", ("results:evidence", "results:traceLink.**", "file:evidence.ndjson", "file:blobs",
                        "file:traces.otlp.jsonl", "file:logs.otlp.jsonl", "file:gates.ndjson")),
     Loss("The seal, signatures and the overlay chain: an Inspect log is mutable",
          ("file:seal.json", "file:attestation.dsse.json", "file:overlays")),
@@ -48,22 +55,31 @@ LOSSES_TO_INSPECT: tuple[Loss, ...] = (
     Loss("The rest of run.json: the subject but its ref (which comes back as model:<ref>), the producer, the "
          "deployment, execution, the judges but their models, imported, the suite's digest and frozen, "
          "requirePasses, config, otel, costPolicy, provenance, contentCapture and ext",
-         ("run.json:subject", "run.json:producer", "run.json:deployment", "run.json:execution", "run.json:judges",
-          "run.json:imported", "run.json:suite.digest", "run.json:suite.frozen",
-          "run.json:suite.executionPolicy.requirePasses", "run.json:config", "run.json:otel", "run.json:costPolicy",
-          "run.json:provenance", "run.json:contentCapture", "run.json:ext")),
+         ("run.json:subject.**", "run.json:producer.**", "run.json:deployment.**", "run.json:execution.**",
+          "run.json:judges", "run.json:imported.**", "run.json:suite.digest", "run.json:suite.frozen",
+          "run.json:suite.executionPolicy.requirePasses", "run.json:config.**", "run.json:otel.**",
+          "run.json:costPolicy.**", "run.json:provenance.**", "run.json:contentCapture", "run.json:ext.**")),
     # aefgate's additions (docs/mappings/inspect.md): what the page's list does not name
     Loss("A result line's ext: the table does not carry it (Score.metadata carries the state, which comes back as "
-         "ext, IN-7)", ("results:ext",), source="aefgate"),
-    Loss("Files under ext/ of the run folder", ("file:ext",), source="aefgate"),
+         "ext, IN-7)", ("results:ext.**",), source="aefgate"),
+    Loss("Files under ext/ of the run folder (a run imported with lossless keeps them: its export is the log they "
+         "come from, whose import writes them again)", ("file:ext",), source="aefgate"),
     Loss("The reason and reasoning of a line that is not a typed absence: Score.explanation holds one text (the "
          "reason when the line has one, else the reasoning's text), which comes back as a reasoning blob (none with "
-         "contentCapture off); the other text is lost", ("results:reason", "results:reasoning"),
+         "contentCapture off); the other text is lost", ("results:reason", "results:reasoning.**"),
          lines="not_typed_absence", source="aefgate"),
     Loss("The order of the result lines: an import writes them in the order the log gives its samples, a case's "
          "rollups after its epochs when the log is a .eval (read case by case) and after all samples when it is a "
          ".json", ("results:order",), source="aefgate"),
 )
+
+_PAGE = {"lossless": (False, None)}  # the page's mapping (no lossless import)
+
+#: Inspect members that hold what the model saw or said: with contentCapture off, not kept anywhere (RUN-11)
+_CONTENT = ("samples:input", "samples:target", "samples:messages", "samples:output.choices",
+            "samples:output.completion", "samples:choices",
+            "samples:events", "samples:attachments.**", "samples:store.**", "samples:transcript.**",
+            "samples:message_pool", "samples:files.**", "samples:setup")
 
 #: "What does not carry over", Inspect -> AEF (the page's second list, then aefgate's additions)
 LOSSES_FROM_INSPECT: tuple[Loss, ...] = (
@@ -73,50 +89,56 @@ LOSSES_FROM_INSPECT: tuple[Loss, ...] = (
     Loss("working_time", ("samples:working_time",)),
     Loss("Inspect's event transcript as structured events", ("samples:events",)),
     Loss("Groups of runs (eval_set_id, kept in ext)", ("header:eval.eval_set_id",)),
-    Loss("Inspect's role names beyond the four AEF roles", ("header:eval.model_roles",)),
-    Loss("The case content, when the converter writes contentCapture: off",
-         ("samples:input", "samples:target", "samples:output", "samples:messages"), when=_OFF),
+    Loss("Inspect's role names beyond the four AEF roles", ("header:eval.model_roles.**",)),
+    Loss("The case content, when the converter writes contentCapture: off", _CONTENT, when=_OFF),
     Loss("A sample's metadata, eval.metadata, the plan and the solver",
-         ("samples:metadata", "header:eval.metadata", "header:plan", "header:eval.solver",
-          "header:eval.solver_args")),
+         ("samples:metadata.**", "header:eval.metadata.**", "header:plan.**", "header:eval.solver.**",
+          "header:eval.solver_args.**")),
     Loss("Score.explanation and Score.answer, when the converter writes contentCapture: off (IN-7)",
-         ("samples:scores.*.explanation", "samples:scores.*.answer"), when=_OFF),
-    # aefgate's additions (docs/mappings/inspect.md, "The source cycle"): what Inspect -> AEF -> Inspect does not
-    # bring back, found by `aefgate fidelity inspect --from-source` on the real inspect-ai logs
-    Loss("The eval's set-up beyond its task, model, judge, epochs and reducer: eval.run_id (the AEF runId comes "
-         "back as both eval_id and run_id), task_id, task_version, task_display_name, task_attribs, task_args, "
-         "solver_args, scorers, model_args, model_generate_config, the dataset's name and flags, eval.config but "
-         "epochs and epochs_reducer, eval.packages (they come back naming the run's producer), tags, metadata and "
-         "invalidated, and the revision of the code that ran it (eval.revision)",
-         ("header:eval.run_id", "header:eval.task_id", "header:eval.task_version", "header:eval.task_display_name",
-          "header:eval.task_attribs", "header:eval.task_args", "header:eval.task_args_passed",
-          "header:eval.solver_args_passed", "header:eval.scorers", "header:eval.model_args",
-          "header:eval.model_generate_config", "header:eval.dataset", "header:eval.config", "header:eval.packages",
-          "header:eval.created", "header:eval.revision", "header:tags", "header:metadata", "header:invalidated"),
-         source="aefgate"),
-    Loss("A sample id that is a number comes back as its string (an AEF caseId is a string), and a log's status "
-         "cancelled as error (AEF has one status for a run that stopped, aborted)",
-         ("samples:id", "header:status"), source="aefgate"),
-    Loss("The results block as Inspect wrote it: its EvalScores come back recomputed from the lines (IN-3, IN-9), "
-         "with the export's names, metrics and params, and no headline",
-         ("header:results",), source="aefgate"),
-    Loss("The stats but the run's times: usage per role and per model come back from the summary's usage, "
-         "connection_limit_history is not kept", ("header:stats",), source="aefgate"),
-    Loss("A sample's uuid, store, attachments, turn_count, error_retries, its limit settings and usage "
-         "(message_limit, token_limit, token_limit_type, token_limit_usage), and its usage per model and per role "
-         "(it comes back summed per role)",
-         ("samples:uuid", "samples:store", "samples:attachments", "samples:turn_count", "samples:error_retries",
-          "samples:message_limit", "samples:token_limit", "samples:token_limit_type", "samples:token_limit_usage",
-          "samples:model_usage", "samples:role_usage"),
-         source="aefgate"),
-    Loss("A sample's error and limit: they come back as the lines' states and reasons and in ext, not as Inspect's "
-         "error and limit objects", ("samples:error", "samples:limit"), source="aefgate"),
-    Loss("Score.answer, Score.history and a score's reason: AEF keeps the answer as evidence and the reason in ext, "
-         "and the AEF -> Inspect table writes neither back", ("samples:scores.*.answer", "samples:scores.*.history",
-                                                               "samples:scores.*.reason"), source="aefgate"),
-    Loss("Empty content: an output without choices and an empty explanation give no evidence (IN-8), so they come "
-         "back absent", ("samples:output", "samples:scores.*.explanation"), source="aefgate"),
-    Loss("A sample stopped before it was scored (empty scores) comes back with one unscored Score (NaN) per scorer, "
-         "its error as the explanation: the import writes one error line per scorer for it (IN-8)",
-         ("samples:scores",), source="aefgate"),
+         ("samples:scores.*.explanation", "samples:scores.*.answer", "reductions:samples"), when=_OFF),
+    # aefgate's additions (docs/mappings/inspect.md, "The source cycle"). The page's items above hold for its
+    # mapping; with lossless, what they name comes back (the harness lists them as declared but kept).
+    Loss("With lossless and contentCapture off: the plan's step parameters (they may hold prompts, RUN-11)",
+         ("header:plan.steps",), when={"content_capture": ("off",), "lossless": (True,)}, source="aefgate"),
+    # without lossless (the page's mapping): what Inspect -> AEF -> Inspect does not bring back
+    Loss("Without lossless: the eval's set-up beyond its task, model, judge, epochs and reducer (run_id, task_id, "
+         "task_file, task_registry_name, task_display_name, task_attribs, task_args, solver_args, scorers, "
+         "model_args, model_generate_config, model_base_url, dataset, config but epochs and reducer, sandbox, "
+         "packages, revision, tags, metadata; eval_id when the log has none), the log's version, tags, metadata, "
+         "invalidated and error traceback, and the status cancelled (AEF's aborted comes back as error)",
+         ("header:eval.run_id", "header:eval.eval_id", "header:eval.task_id", "header:eval.task_file",
+          "header:eval.task_registry_name", "header:eval.task_display_name", "header:eval.task_version",
+          "header:eval.task_attribs.**", "header:eval.task_args.**", "header:eval.task_args_passed.**",
+          "header:eval.solver_args_passed.**", "header:eval.scorers", "header:eval.model_args.**",
+          "header:eval.model_generate_config.**", "header:eval.model_base_url", "header:eval.dataset.**",
+          "header:eval.config", "header:eval.config.*", "header:eval.sandbox.**", "header:eval.packages.**",
+          "header:eval.revision.**",
+          "header:eval.tags", "header:eval.created", "header:version", "header:tags", "header:metadata.**",
+          "header:invalidated", "header:error.**", "header:status", "header:log_updates"),
+         when=_PAGE, source="aefgate"),
+    Loss("Without lossless: the results block as Inspect wrote it (its EvalScores come back recomputed from the "
+         "lines, IN-3 and IN-9, with the export's names, metrics and params, no headline), the stats' usage (it "
+         "comes back from the summary's usage, per AEF role) and connection history, a running log's empty "
+         "completed_at, and the reductions of a single-epoch log (no rollup lines) or their scores' explanations, "
+         "answers and metadata",
+         ("header:results.**", "header:stats.model_usage.**", "header:stats.role_usage.**",
+          "header:stats.connection_limit_history", "header:stats.completed_at", "reductions:(record)",
+          "reductions:samples"), when=_PAGE, source="aefgate"),
+    Loss("Without lossless: a sample id that is a number comes back as its string (a caseId is a string); a "
+         "sample's uuid, store, attachments, choices, turn_count, error_retries, limit settings, usage per model "
+         "and role (summed per AEF role), sandbox, files, setup, message_pool and older transcript; its error and "
+         "limit objects (they come back as the lines' states and reasons); empty content (an output without "
+         "choices) and a sample stopped before it was scored (one unscored Score per scorer)",
+         ("samples:id", "samples:uuid", "samples:store.**", "samples:attachments.**", "samples:choices",
+          "samples:turn_count", "samples:error_retries", "samples:message_limit", "samples:token_limit",
+          "samples:token_limit_type", "samples:token_limit_usage", "samples:model_usage.**",
+          "samples:role_usage.**", "samples:sandbox.**", "samples:files.**", "samples:setup",
+          "samples:message_pool", "samples:transcript.**", "samples:error.**", "samples:limit.**",
+          "samples:output.**", "samples:scores", "samples:model_fallbacks", "samples:timelines"),
+         when=_PAGE, source="aefgate"),
+    Loss("Without lossless: Score.answer, history, reason and metadata (the export writes the page's metadata.aef "
+         "in its place), empty explanations, and the value of a score of a sample stopped by an error",
+         ("samples:scores.*.answer", "samples:scores.*.history", "samples:scores.*.reason",
+          "samples:scores.*.metadata.**", "samples:scores.*.explanation", "samples:scores.*.value"),
+         when=_PAGE, source="aefgate"),
 )

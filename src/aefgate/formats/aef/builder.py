@@ -569,6 +569,7 @@ class RunBuilder:
         self._spans: set[tuple[str, str]] = set()
         self._trace_ids: set[str] = set()
         self._ext_files: list[str] = []
+        self._ext_streams: list[_Hashed] = []  # ext/ files written as a stream (ext_stream)
         self._incoming = 0
         # trials written with add_trial and not rolled up yet: (caseId, path) -> [n, passed, first state, parent path,
         # rolled up, agree]; an entry leaves when its rollup is written (the rollup's resultId then says it was)
@@ -756,7 +757,7 @@ class RunBuilder:
     def _close_files(self) -> None:
         """Close the files being written, and wait for the blob writer: every blob is on disk (or its error
         raised) when this returns."""
-        for f in [self._results, self._evidence, *self._otlp.values()]:
+        for f in [self._results, self._evidence, *self._otlp.values(), *self._ext_streams]:
             if f is not None and not f.closed:
                 f.close()
                 self._written.add(f.rel, f.h.hexdigest(), f.size)
@@ -1097,6 +1098,25 @@ class RunBuilder:
             f.write(data)
         self._written.add(rel, hashlib.sha256(data).hexdigest(), len(data))
         self._ext_files.append(rel)
+
+    def ext_stream(self, relpath: str) -> Any:
+        """A producer file at ``ext/<relpath>`` ([RUN-2], [RUN-3]) written as a stream: the returned object's
+        ``write(bytes)`` appends to it; it is closed (and hashed for the seal) by :meth:`finish`."""
+        from aefgate.formats.aef.paths import check_path, path_problems
+
+        tmp = self._check_open()
+        rel = f"ext/{relpath}"
+        if not check_path(rel) or path_problems([*self._ext_files, rel]):
+            raise Refusal("RUN-3", "not a path a run folder may hold (or a case clash)", rel)
+        if rel in self._ext_files:
+            raise Refusal("RUN-3", "the file is written twice", rel)
+        self._count_file(rel)
+        p = tmp / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        f = _Hashed(open(p, "xb"), rel)
+        self._ext_streams.append(f)
+        self._ext_files.append(rel)
+        return f
 
     # -- cases ---------------------------------------------------------------------------------------------------------
 
