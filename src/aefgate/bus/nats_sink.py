@@ -74,8 +74,10 @@ def raw_path(nc: Any) -> bool:
 
 
 def _describe(e: BaseException) -> str:
+    from aefgate.masking import mask
+
     text = str(e).strip() or type(e).__name__
-    return f"{type(e).__name__}: {text}" if type(e).__name__ not in text else text
+    return mask(f"{type(e).__name__}: {text}" if type(e).__name__ not in text else text)
 
 
 class NatsSink:
@@ -119,25 +121,23 @@ class NatsSink:
         self._idle.set()
         deadline = time.monotonic() + self.policy.timeout
         attempt = 0
+        from aefgate.bus.nats_connect import AuthFailed, connect
+
         while True:
             remaining = deadline - time.monotonic()
-            nc = nats.NATS()
             try:
-                # nats-py retries a first connection as it reconnects (forever here): bounded by our deadline
-                await asyncio.wait_for(nc.connect(
-                    servers=[self.dest.server], connect_timeout=max(0.2, min(2.0, remaining)),
-                    allow_reconnect=True, max_reconnect_attempts=-1, reconnect_time_wait=0.2,
-                    error_cb=_quiet, disconnected_cb=_quiet, reconnected_cb=_quiet, closed_cb=_quiet,
-                    name="aefgate-publish",
+                # nats-py retries a first connection as it reconnects (forever here): bounded by our deadline; the
+                # connection's TLS and credentials are the destination's (bus/nats_connect.py)
+                self.nc = await connect(
+                    self.dest.url, getattr(self.dest, "auth", None), timeout=max(0.2, min(5.0, remaining)),
+                    connect_timeout=max(0.2, min(2.0, remaining)), reconnect_time_wait=0.2, error_cb=_quiet,
+                    disconnected_cb=_quiet, reconnected_cb=_quiet, closed_cb=_quiet, name="aefgate-publish",
                     # the subject was checked by parse_destination (PUB-1), the reply subjects are ours
-                    skip_subject_validation=True), timeout=max(0.2, min(5.0, remaining)))
-                self.nc = nc
+                    skip_subject_validation=True)
                 break
+            except AuthFailed as e:  # refused before anything is sent: an input error, not a timeout
+                raise Refusal("PUB-6", f"NATS authentication failed: {e}", self.dest.display) from None
             except Exception as e:  # nats-py raises NoServersError, OSError, TimeoutError ...
-                try:
-                    await asyncio.wait_for(nc.close(), 1.0)
-                except Exception:
-                    pass
                 if isinstance(e, asyncio.TimeoutError):
                     e = asyncio.TimeoutError("no connection")
                 reason = f"cannot connect to {self.dest.display}: {_describe(e)}"

@@ -26,6 +26,7 @@ from typing import Any, AsyncIterator, BinaryIO, Iterator
 from urllib.parse import unquote, urlsplit
 
 from aefgate.bus import codec
+from aefgate.masking import has_userinfo, mask, mask_url, strip_userinfo
 from aefgate.bus.retry import Policy
 from aefgate.bus.sinks import ACKED, DUPLICATE, FAILED, UNSENT, Item
 from aefgate.bus.spool import Spool
@@ -58,21 +59,19 @@ class Destination:
     target: str = "/"  # http: path and query
     server: str = ""  # nats: the server URL (with its credentials)
     subject: str = ""  # nats
+    auth: Any = None  # nats: a bus.nats_connect.NatsAuth (TLS, credentials file, NKEY, token)
 
     @property
     def display(self) -> str:
-        """The URL without credentials (what reports and spool messages show)."""
+        """The URL with its credentials masked (``nats://***@host:4222/s``: what reports and messages show)."""
         if self.kind not in ("http", "nats"):
             return self.url
-        parts = urlsplit(self.url)
-        if parts.password is None and parts.username is None:
-            return self.url
-        netloc = parts.hostname or ""
-        if ":" in netloc:
-            netloc = f"[{netloc}]"
-        if parts.port is not None:
-            netloc += f":{parts.port}"
-        return parts._replace(netloc=f"***@{netloc}").geturl()
+        return mask_url(self.url)
+
+    @property
+    def stored(self) -> str:
+        """The URL without its credentials (what the spool keeps: they are given again on ``--resume``)."""
+        return strip_userinfo(self.url) if self.kind in ("http", "nats") else self.url
 
 
 def parse_destination(url: str) -> Destination:
@@ -82,6 +81,7 @@ def parse_destination(url: str) -> Destination:
         raise Refusal("PUB-1", "no destination: give --to URL", "--to")
     if url == "-":
         return Destination(url, "stdout")
+    shown = mask_url(url)  # a refusal names the URL without its credentials
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme == "file":
         rest = url[5:]
@@ -98,30 +98,30 @@ def parse_destination(url: str) -> Destination:
             parts = urlsplit(url)
             port = parts.port
         except ValueError as e:
-            raise Refusal("PUB-1", f"not a valid URL: {e}", url) from None
+            raise Refusal("PUB-1", f"not a valid URL: {mask(e)}", shown) from None
         if not parts.hostname:
-            raise Refusal("PUB-1", "the URL names no host", url)
+            raise Refusal("PUB-1", "the URL names no host", shown)
         if parts.fragment:
-            raise Refusal("PUB-1", "a destination URL has no #fragment", url)
+            raise Refusal("PUB-1", "a destination URL has no #fragment", shown)
         if scheme == "nats":
             if parts.query:
-                raise Refusal("PUB-1", "a nats:// destination takes no query", url)
+                raise Refusal("PUB-1", "a nats:// destination takes no query", shown)
             subject = unquote(parts.path[1:]) if parts.path.startswith("/") else ""
             if not subject:
-                raise Refusal("PUB-1", "a nats:// destination names the subject: nats://host:port/SUBJECT", url)
+                raise Refusal("PUB-1", "a nats:// destination names the subject: nats://host:port/SUBJECT", shown)
             if not all(_SUBJECT_TOKEN.fullmatch(t) for t in subject.split(".")):
                 raise Refusal("PUB-1", f"{subject!r} is not a subject to publish to (tokens separated by '.', "
-                              f"no wildcard, no white space)", url)
+                              f"no wildcard, no white space)", shown)
             server = parts._replace(path="", query="", fragment="").geturl()
             return Destination(url, "nats", scheme=scheme, host=parts.hostname, port=port or 4222, server=server,
                                subject=subject)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         if parts.username or parts.password:
-            raise Refusal("PUB-1", "credentials in an http(s) URL are not supported", url)
+            raise Refusal("PUB-1", "credentials in an http(s) URL are not supported", shown)
         return Destination(url, "http", scheme=scheme, host=parts.hostname,
                            port=port or (443 if scheme == "https" else 80), target=target)
-    raise Refusal("PUB-1", f"unknown destination {'scheme ' + repr(scheme) if scheme else repr(url)}: use "
-                  f"nats://host:port/SUBJECT, http(s)://..., file:PATH or - (stdout)", url)
+    raise Refusal("PUB-1", f"unknown destination {'scheme ' + repr(mask(scheme)) if scheme else repr(shown)}: use "
+                  f"nats://host:port/SUBJECT, http(s)://..., file:PATH or - (stdout)", shown)
 
 
 def check_options(dest: Destination, *, format: str, mode: str, batch: Any, retries: Any, timeout: Any,
@@ -213,6 +213,7 @@ class PublishReport:
             self.duplicate += 1
         elif status == FAILED:
             self.failed += 1
+            reason = mask(reason) if reason is not None else None
             if self.reason is None:
                 self.reason = reason
             if len(self.failures) < MAX_FAILURES:
@@ -365,7 +366,7 @@ async def _drive(sink, chunks: AsyncIterator[list[Item]], spool: Spool | None, w
                 raise acks[0].exception()
     report.attempts = sink.attempts
     if sink.fatal is not None and report.reason is None:
-        report.reason = sink.fatal
+        report.reason = mask(sink.fatal)
     report.destination = sink.describe()
 
 
@@ -401,9 +402,23 @@ async def _network(dest: Destination, opts: dict, report: PublishReport, window:
     return holder[0]
 
 
+def _with_auth(dest: Destination, nats_auth: Any) -> Destination:
+    """``dest`` with its NATS connection options (``PUB-2`` for another kind of destination; ``CLI-2`` for a
+    missing file or a bad combination, before anything is sent)."""
+    from dataclasses import replace
+
+    if nats_auth is None or not nats_auth.given():
+        return dest
+    if dest.kind != "nats":
+        raise Refusal("PUB-2", "the NATS connection options (TLS, credentials, NKEY, token) apply to a nats:// "
+                      "destination", "nats_auth")
+    nats_auth.check()
+    return replace(dest, auth=nats_auth)
+
+
 def _spool_meta(dest: Destination, opts: dict, run: str | None, max_capture: str) -> dict:
     now = _now()
-    return {"destination": dest.url, "options": {"format": opts["format"], "mode": opts["mode"],
+    return {"nats": dest.auth.to_json() if dest.auth is not None else None, "destination": dest.stored, "credentialsGiven": has_userinfo(dest.url), "options": {"format": opts["format"], "mode": opts["mode"],
                                                  "batch": opts["batch"], "retries": opts["retries"],
                                                  "timeout": opts["timeout"], "createStream": opts["create_stream"]},
             "run": run, "maxCapture": max_capture, "createdAt": now, "updatedAt": now}
@@ -419,14 +434,15 @@ def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudeve
             max_capture: str = "metadata", agent: str | None = None, source_host: str | None = None,
             cause_map: Any = None, policy: Any = None, batch: int = 1, retries: int = 5, timeout: float = 30.0,
             spool: str | os.PathLike[str] | None = None, create_stream: bool = False,
-            window: int = DEFAULT_WINDOW, stdout: BinaryIO | None = None) -> PublishReport:
+            window: int = DEFAULT_WINDOW, stdout: BinaryIO | None = None, nats_auth: Any = None) -> PublishReport:
     """Publish the AEP events of the run at ``run_dir`` to ``to`` (docs/design/bus.md).
 
     Refusals (exit 2, or 1 for a run that does not verify) are raised before anything is sent or written. A
     publish that could not deliver every event returns a report whose ``ok`` is false; with ``spool``, the events
-    not acknowledged are then in that folder, for :func:`resume`.
+    not acknowledged are then in that folder, for :func:`resume`. ``nats_auth`` (a
+    :class:`aefgate.bus.nats_connect.NatsAuth`): TLS and credentials of a ``nats://`` destination.
     """
-    dest = parse_destination(to)
+    dest = _with_auth(parse_destination(to), nats_auth)
     opts = {"format": format, "mode": mode, "batch": batch, "retries": retries, "timeout": timeout,
             "create_stream": bool(create_stream)}
     check_options(dest, **opts, spool=spool, window=window)
@@ -507,10 +523,12 @@ def _now() -> str:
 def resume(spool_dir: str | os.PathLike[str], to: str | None = None, *, format: str | None = None,
            mode: str | None = None, batch: int | None = None, retries: int | None = None,
            timeout: float | None = None, create_stream: bool | None = None, window: int = DEFAULT_WINDOW,
-           stdout: BinaryIO | None = None) -> PublishReport:
+           stdout: BinaryIO | None = None, nats_auth: Any = None) -> PublishReport:
     """Send the events a spool holds pending, to the destination and with the options it records (each one given
     here overrides it). The spool is updated as acknowledgements come, and compacted at the end: it then holds
-    exactly the events still not acknowledged."""
+    exactly the events still not acknowledged. ``nats_auth``: the NATS connection options; without them, those
+    the spool recorded (file paths and a variable's name: the spool keeps no secret)."""
+    from aefgate.bus.nats_connect import NatsAuth
     from aefgate.formats.aef import jsonio
 
     root = Path(spool_dir)
@@ -528,6 +546,9 @@ def resume(spool_dir: str | os.PathLike[str], to: str | None = None, *, format: 
         opts["create_stream"] = bool(opts["create_stream"])
         url = to if to is not None else meta.get("destination")
         dest = parse_destination(url)
+        if nats_auth is None or not nats_auth.given():
+            nats_auth = NatsAuth.from_json(meta.get("nats")) if dest.kind == "nats" else None
+        dest = _with_auth(dest, nats_auth)
         if dest.kind not in ("nats", "http"):
             raise Refusal("PUB-2", "a spool is resumed to a nats:// or http(s):// destination", "--to")
         if opts["create_stream"] and dest.kind != "nats":
@@ -537,6 +558,10 @@ def resume(spool_dir: str | os.PathLike[str], to: str | None = None, *, format: 
         check_options(dest, **opts, spool=root, window=window)
         report = PublishReport(to=dest.display, kind=dest.kind, format=opts["format"], mode=opts["mode"],
                                run=meta.get("run"), resumed=str(root), spool=str(root))
+        if to is None and meta.get("credentialsGiven"):
+            report.warnings.append(
+                "the spool keeps the destination without the credentials its URL carried: give them again (--to "
+                "with user:password@), or give the connection's credentials (--creds, --nkey, --token-env)")
         if meta.get("state") != "closed" or sp.incomplete_tail:
             report.warnings.append(
                 "the publish that made this spool did not finish: events after the last one spooled were never "
@@ -549,7 +574,8 @@ def resume(spool_dir: str | os.PathLike[str], to: str | None = None, *, format: 
 
         asyncio.run(_network(dest, opts, report, window, lambda _sp: _chunks(source(_sp)), lambda: sp, False))
         report.seconds = time.perf_counter() - t0
-        report.pending = sp.close(compact=True, updates={"destination": url, "updatedAt": _now()})
+        report.pending = sp.close(compact=True, updates={"destination": dest.stored, "updatedAt": _now(),
+                                                         "nats": dest.auth.to_json() if dest.auth else None})
         return report
     finally:
         sp.close()

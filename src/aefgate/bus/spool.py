@@ -97,7 +97,7 @@ class Spool:
     def create(cls, root: Path, meta: dict) -> "Spool":
         cls.check_new(root)
         root.mkdir(parents=True, exist_ok=True)
-        os.chmod(root, 0o700)  # the destination URL may hold credentials
+        os.chmod(root, 0o700)  # the events are the run's evidence (the destination is kept without credentials)
         fd = cls._lock(root)
         meta = {"spool": SPOOL_KIND, "version": SPOOL_VERSION, "generation": 0, "state": "publishing",
                 "pending": None, **meta}

@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from aefgate.cli import nats_options as nopt
 from aefgate.cli import render
 from aefgate.cli.inspect_cmds import JSON_OPT, POLICY_HELP
 from aefgate.errors import EXIT_INTEGRITY, Refusal
@@ -51,6 +52,12 @@ def publish_cmd(
     cause_map: Optional[Path] = typer.Option(None, "--cause-map", help="A JSON file mapping resultIds or caseIds to "
                                              "the ids of the assessed AEP events."),
     policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
+    nats_tls_ca: Optional[Path] = nopt.TLS_CA,
+    nats_tls_cert: Optional[Path] = nopt.TLS_CERT,
+    nats_tls_key: Optional[Path] = nopt.TLS_KEY,
+    nats_creds: Optional[Path] = nopt.CREDS,
+    nats_nkey: Optional[Path] = nopt.NKEY,
+    nats_token_env: Optional[str] = nopt.TOKEN_ENV,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Publish a run's assessment events to an event bus, each until it is acknowledged (at least once).
@@ -59,7 +66,20 @@ def publish_cmd(
     harmless. Exit 0: every event acknowledged; 1: some were not (see the report; --spool keeps them) or the run
     does not verify; 2: a bad input, nothing sent.
     Example: aefgate publish runs/refunds --to nats://127.0.0.1:4222/aef.results --create-stream --spool sp
+    Production NATS: --nats-tls-ca, --nats-tls-cert/--nats-tls-key, --nats-creds, --nats-nkey, --nats-token-env
+    (a server refusing the credentials: PUB-6, exit 2). A spool keeps the destination without the URL's
+    user:password (give it again with --to on --resume) and the NATS options' file paths, never a secret.
     """
+    try:
+        _publish(run, to, format, mode, max_capture, batch, retries, timeout, spool, create_stream, resume, agent,
+                 source_host, cause_map, policy, as_json,
+                 nopt.nats_auth(nats_tls_ca, nats_tls_cert, nats_tls_key, nats_creds, nats_nkey, nats_token_env))
+    except Refusal as r:
+        raise nopt.flag_refusal(r) from None
+
+
+def _publish(run, to, format, mode, max_capture, batch, retries, timeout, spool, create_stream, resume, agent,
+             source_host, cause_map, policy, as_json, nats_auth) -> None:
     from aefgate.bus.publish import DEFAULTS
     from aefgate.bus.publish import publish as do_publish
     from aefgate.bus.publish import resume as do_resume
@@ -79,7 +99,7 @@ def publish_cmd(
             raise Refusal("CLI-2", "--max-capture applies to a run: the spool holds the events as exported",
                           "--max-capture")
         report = do_resume(resume, to, format=format, mode=mode, batch=batch, retries=retries, timeout=timeout,
-                            create_stream=create_stream or None)
+                            create_stream=create_stream or None, nats_auth=nats_auth)
     else:
         if run is None:
             raise Refusal("CLI-2", "give the RUN to publish (or --resume SPOOL)", "RUN")
@@ -98,7 +118,8 @@ def publish_cmd(
             run, to, format=format or d["format"], mode=mode or d["mode"], max_capture=max_capture, agent=agent,
             source_host=source_host, cause_map=str(cause_map) if cause_map is not None else None, policy=pol,
             batch=d["batch"] if batch is None else batch, retries=d["retries"] if retries is None else retries,
-            timeout=d["timeout"] if timeout is None else timeout, spool=spool, create_stream=create_stream)
+            timeout=d["timeout"] if timeout is None else timeout, spool=spool, create_stream=create_stream,
+            nats_auth=nats_auth)
     if as_json:
         render.emit_json(report.to_json())
     else:

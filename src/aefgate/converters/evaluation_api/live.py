@@ -23,6 +23,7 @@ import time
 from typing import Callable, Iterator
 from urllib.parse import quote, urlsplit
 
+from aefgate.masking import mask, mask_url
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 
 __all__ = ["fetch_sessions", "status_url"]
@@ -34,7 +35,8 @@ MAX_BODY = 16 << 20
 def status_url(base: str, session: str, version: str = "v2") -> str:
     parts = urlsplit(base)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Refusal("CLI-2", f"option 'url' is http(s)://host[:port][/prefix], not {base!r}", "option 'url'")
+        raise Refusal("CLI-2", f"option 'url' is http(s)://host[:port][/prefix], not {mask_url(base)!r}",
+                      "option 'url'")
     if parts.query or parts.fragment:
         raise Refusal("CLI-2", "option 'url' has no query or fragment (the token goes in a header: option "
                                "'token_env')", "option 'url'")
@@ -53,7 +55,8 @@ def _get(url: str, headers: dict[str, str], wait: float) -> tuple[int, dict[str,
         resp = conn.getresponse()
         data = resp.read(MAX_BODY + 1)
         if len(data) > MAX_BODY:
-            raise Refusal("EVAPI-14", f"an answer over {MAX_BODY} bytes", url.split("?")[0], exit_code=EXIT_INTEGRITY)
+            raise Refusal("EVAPI-14", f"an answer over {MAX_BODY} bytes", mask_url(url.split("?")[0]),
+                          exit_code=EXIT_INTEGRITY)
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
     finally:
         conn.close()
@@ -78,7 +81,7 @@ def fetch_sessions(base: str, sessions: list[str], *, token: str | None = None, 
         if not session:
             raise Refusal("CLI-2", "option 'session' is not empty", "option 'session'")
         url = status_url(base, session, version)
-        endpoint = url.split("?")[0]
+        endpoint = mask_url(url.split("?")[0])  # what messages show: a URL's userinfo masked (never sent either)
         where = f"{endpoint}?sessionId={quote(session, safe='')}"
         deadline = time.monotonic() + timeout
         interval = poll
@@ -91,7 +94,7 @@ def fetch_sessions(base: str, sessions: list[str], *, token: str | None = None, 
                 status, hdrs, body = _get(url, headers, max(0.1, min(request_timeout, remaining)))
             except (OSError, http.client.HTTPException) as e:
                 status, hdrs, body = 0, {}, b""
-                last = f"{type(e).__name__}: {e}"
+                last = mask(f"{type(e).__name__}: {e}")
             if status == 200:
                 resp, _raw = parse(body, where)
                 if resp.status in TERMINAL:
