@@ -34,6 +34,8 @@ def cli_args(example: str, entry: dict, tmp: Path) -> tuple[list[str], Path]:
     out_dir.mkdir(exist_ok=True)
     out = out_dir / ("run" if op == "from-inspect" else "inspect.json")
     args = list(COMMAND[op])
+    if op == "from-inspect":  # the page's exact run: --no-lossless (lossless is aefgate's extension, on by default)
+        args.append("--no-lossless")
     first = True
     for a in entry["args"][1:]:
         if a == "{out}":
@@ -144,7 +146,7 @@ def test_fidelity(tmp_path: Path) -> None:
 
 def test_convert_and_formats(tmp_path: Path) -> None:
     p = aefgate("convert", EXAMPLES / "inspect-aef" / "log.json", tmp_path / "run", "--from", "inspect", "--to",
-                "aef", "--target-mode", "live", "--at", AT, "--json")
+                "aef", "--target-mode", "live", "--at", AT, "--opt", "lossless=false", "--json")  # the page's run
     assert p.returncode == 0, p.stderr
     assert one_json(p.stdout)["route"] == ["inspect-to-aef"]
     assert_same_run(tmp_path / "run", EXAMPLES / "inspect-aef" / "run")

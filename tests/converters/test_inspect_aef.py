@@ -304,8 +304,10 @@ def run_entry(example: str, entry: dict, tmp: Path) -> Path:
     out_dir.mkdir(exist_ok=True)
     if op == "from-inspect":
         out = out_dir / "run"
+        # the page's exact run: lossless (aefgate's extension, on by default) off, in addition to the example's options
         inspect_importer.from_inspect(src, out, target_mode=opts.get("target_mode", "live"),
-                        content_capture=opts.get("content_capture", "on"), at=opts.get("at"))
+                                      content_capture=opts.get("content_capture", "on"), at=opts.get("at"),
+                                      lossless=False)
     else:
         out = out_dir / "inspect.json"
         inspect_exporter.to_inspect(src, out, ignore_overlays=opts.get("ignore_overlays", False))
@@ -680,7 +682,8 @@ def assert_log_has_the_run(log_path: Path, run: Path) -> None:
 
 @pytest.mark.parametrize("log", SAMPLE_LOGS, ids=lambda p: p.name)
 def test_exported_logs_load_with_inspect_ai(tmp_path: Path, log: Path) -> None:
-    run = inspect_importer.from_inspect(log, tmp_path / "run", content_capture="off")
+    # the page's export (a lossless run gives back its log, single-epoch reductions included: test_inspect_lossless)
+    run = inspect_importer.from_inspect(log, tmp_path / "run", content_capture="off", lossless=False)
     for suffix in (".eval", ".json"):
         out = inspect_exporter.to_inspect(run, tmp_path / f"out{suffix}")
         assert_log_has_the_run(out, run)
@@ -743,15 +746,20 @@ def test_fidelity_declares_a_loss_the_page_does_not_list(tmp_path: Path) -> None
 
 
 def test_fidelity_reports_an_export_that_does_not_import_back(tmp_path: Path) -> None:
-    """A label other than C, I, P, N is exported as that string, which the import refuses (IN-7)."""
+    """A label other than C, I, P, N is exported as that string (the page's export), which the import refuses
+    (IN-7); round trips take the export's label_values (aefgate's extension): the score's value, the label a declared
+    loss."""
     d = prepare("aef-inspect-edges", "input", tmp_path)
     lines = (d / "results.ndjson").read_text().replace('"label":"C"}],"startedAt":"2026-10-08T09:01:00Z"',
                                                        '"label":"yes"}],"startedAt":"2026-10-08T09:01:00Z"')
     (d / "results.ndjson").write_text(lines)
     assert verify_run(d).problems == []
-    report = fidelity_mod.fidelity("inspect", d)
+    report = fidelity_mod.fidelity("inspect", d, options={"label_values": False})
     assert report.refusal is not None and report.refusal.rule == "IN-7"
     assert not report.ok
+    report = fidelity_mod.fidelity("inspect", d)
+    assert report.ok, report.summary()
+    assert report.fields["results:scores[].label"].declared == 1
 
 
 # -- logs generated with inspect-ai in shapes the shared samples do not have ------------------------------------
@@ -859,7 +867,7 @@ def test_generated_logs_import_without_a_traceback(generated: Path, tmp_path: Pa
     for capture in ("on", "off"):
         out = tmp_path / f"run-{capture}"
         try:
-            inspect_importer.from_inspect(generated / name, out, content_capture=capture)
+            inspect_importer.from_inspect(generated / name, out, content_capture=capture, lossless=False)  # the page's
         except Refusal as e:
             assert e.rule == want, e
             assert not out.exists()
@@ -869,10 +877,10 @@ def test_generated_logs_import_without_a_traceback(generated: Path, tmp_path: Pa
         if capture == "on":  # both round trips, with only declared losses (model-graded, dict scores, errors, ids)
             report = fidelity_mod.fidelity("inspect", out)
             assert report.ok, report.summary()
-            report = fidelity_mod.fidelity_from_source("inspect", generated / name)
+            report = fidelity_mod.fidelity_from_source("inspect", generated / name, options={"lossless": False})
             assert report.ok, report.summary()
-            # with lossless (docs/mappings/inspect.md): nothing lost, a started, cancelled or error log included
-            report = fidelity_mod.fidelity_from_source("inspect", generated / name, options={"lossless": True})
+            # lossless, the default (docs/mappings/inspect.md): nothing lost, a started, cancelled or error log included
+            report = fidelity_mod.fidelity_from_source("inspect", generated / name)
             assert report.ok and report.lost == [], report.summary()
         if capture == "off":
             try:
@@ -935,14 +943,14 @@ def test_registered_both_ways_with_the_pages_losses() -> None:
     assert {o.name for o in imp.options} == {"target_mode", "content_capture", "at", "key", "grader_types",
                                              "lossless"}
     assert {o.name for o in exp.options} == {"ignore_overlays", "output_from_evidence", "map_scorers", "grader_types",
-                                             "task", "model"}
+                                             "task", "model", "case_times", "omit_unscored", "label_values"}
 
 
 def test_convert_through_the_registry(tmp_path: Path) -> None:
     from aefgate.converters.registry import find_route, run_route
 
     run_route(find_route("inspect", "aef"), EXAMPLES / "inspect-aef" / "log.json", tmp_path / "run",
-              {"target_mode": "live", "at": AT})
+              {"target_mode": "live", "at": AT, "lossless": "false"})  # the page's run: lossless off
     assert_same_run(tmp_path / "run", EXAMPLES / "inspect-aef" / "run")
     run_route(find_route("aef", "inspect"), prepare("aef-inspect", "input", tmp_path), tmp_path / "log.json",
               {"ignore_overlays": "true"})

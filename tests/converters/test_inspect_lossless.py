@@ -120,13 +120,13 @@ def test_a_log_comes_back_equal(corpus: dict[str, Path], tmp_path: Path, name: s
 
 @pytest.mark.parametrize("name", corpus_names())
 def test_the_pages_mapping_declares_what_it_loses(corpus: dict[str, Path], tmp_path: Path, name: str) -> None:
-    """Without lossless (the page's mapping, the default) both cycles lose only what is declared: the source
-    cycle, and the AEF cycle of the imported run (dict scores and error samples included)."""
+    """Without lossless (the page's mapping: ``lossless=False``, ``--no-lossless``) both cycles lose only what is
+    declared: the source cycle, and the AEF cycle of the imported run (dict scores and error samples included)."""
     if name.split(".")[0] in REFUSED:
         return
-    report = fidelity_mod.fidelity_from_source("inspect", corpus[name])
+    report = fidelity_mod.fidelity_from_source("inspect", corpus[name], options={"lossless": False})
     assert report.ok, report.summary()
-    run = from_inspect(corpus[name], tmp_path / "run")
+    run = from_inspect(corpus[name], tmp_path / "run", lossless=False)
     assert not (run / "ext").exists()
     report = fidelity_mod.fidelity("inspect", run)
     assert report.ok, report.summary()
@@ -219,7 +219,7 @@ def test_a_dict_scorer_without_metrics_is_summarized_from_its_lines(corpus: dict
                                                                   if e["scorer"] != "shape"]
     log = tmp_path / "dict_no_metrics.json"
     log.write_text(json.dumps(doc), encoding="utf-8")
-    run = from_inspect(log, tmp_path / "run")
+    run = from_inspect(log, tmp_path / "run", lossless=False)  # the page's run: its results are the summary's
     entries = {(e["metric"], e["path"]): e for e in jsonio.read_json(run / "summary.json")["lanes"][0]["metrics"]}
     values = {k: [s["scores"]["shape"]["value"][k] for s in doc["samples"]] for k in ("exact", "length")}
     for metric in ("exact", "length"):
@@ -283,8 +283,13 @@ def test_versions_inspect_does_not_read_are_refused(tmp_path: Path) -> None:
 
 def test_a_version_3_eval_comes_back_as_version_3(tmp_path: Path) -> None:
     log = PEERS / "log__test_eval_log__log_message_deduplication.eval"
-    _, back = cycle(log, tmp_path)
+    run, back = cycle(log, tmp_path)
     assert read_eval_log(str(back)).version == read_eval_log(str(log)).version == 3
+    # as .json (what the AEF cycle writes): version 2, the highest Inspect's JSON reader reads; the cycle holds
+    out = to_inspect(run, tmp_path / "back.json")
+    assert jsonio.loads(out.read_bytes())["version"] == 2 and read_eval_log(str(out)).version == 2
+    report = fidelity_mod.fidelity("inspect", run)
+    assert report.ok, report.summary()
 
 
 def test_a_version_1_log_has_its_metric_read(tmp_path: Path) -> None:
@@ -351,15 +356,97 @@ def test_a_run_without_a_suite_takes_the_task_option(tmp_path: Path) -> None:
 
 
 def test_the_demo_run_goes_to_inspect(tmp_path: Path) -> None:
+    """The demo has two summary entries at triage: its score triage, and pass, a rate of the lines' states no line
+    scores. map_scorers writes the first as a map-valued scorer's; the second only with omit_unscored (left out: an
+    EvalScore no sample score gives would not import back, IN-9). The demo mixes cases run once with a case run in
+    trials: the cases run once say so in their Scores' metadata.aef (trial null), and come back without a trial."""
     p = run_cli("demo", "--out", tmp_path / "demo")
     assert p.returncode == 0, p.stderr
     with pytest.raises(Refusal) as e:
         to_inspect(tmp_path / "demo", tmp_path / "a.json", output_from_evidence=True)
     assert e.value.rule == "IN-3" and "map_scorers" in e.value.message
-    out = to_inspect(tmp_path / "demo", tmp_path / "b.json", output_from_evidence=True, map_scorers=True)
+    with pytest.raises(Refusal) as e:
+        to_inspect(tmp_path / "demo", tmp_path / "a.json", output_from_evidence=True, map_scorers=True)
+    assert e.value.rule == "IN-3" and "'pass'" in e.value.message and "option 'omit_unscored'" in e.value.message
+    assert not (tmp_path / "a.json").exists()
+    out = to_inspect(tmp_path / "demo", tmp_path / "b.json", output_from_evidence=True, map_scorers=True,
+                     omit_unscored=True)
     log = read_eval_log(str(out))
-    assert {s.name for s in log.results.scores} >= {"triage", "pass"}
-    assert {s.scorer for s in log.results.scores if s.name in ("triage", "pass")} == {"triage"}
+    assert {s.name for s in log.results.scores} >= {"triage"} and "pass" not in {s.name for s in log.results.scores}
+    assert log.eval.config.epochs == 3
+    once = {str(s.id) for s in log.samples if all(sc.metadata["aef"].get("trial", 0) is None
+                                                  for sc in s.scores.values())}
+    assert once == {"case-17", "case-18", "case-19"}
+    back = from_inspect(out, tmp_path / "back", lossless=False)
+    trials = {x["caseId"]: x.get("trial") for _, x in jsonio.iter_ndjson(back / "results.ndjson") if "trials" not in x}
+    assert {c: t for c, t in trials.items() if c != "case-20"} == {"case-17": None, "case-18": None, "case-19": None}
+    report = fidelity_mod.fidelity("inspect", tmp_path / "demo", options={"omit_unscored": True})
+    assert report.ok, report.summary()
+    p = run_cli("export", "inspect", tmp_path / "demo", tmp_path / "c.json", "--map-scorers", "--output-from-evidence")
+    assert p.returncode == 2 and "--omit-unscored" in p.stderr, p.stderr
+    p = run_cli("export", "inspect", tmp_path / "demo", tmp_path / "c.json", "--map-scorers", "--output-from-evidence",
+                "--omit-unscored")
+    assert p.returncode == 0, p.stderr
+
+
+def test_runs_from_other_formats_go_to_inspect_and_back(tmp_path: Path) -> None:
+    """aefgate's export options where the page refuses (docs/mappings/inspect.md): case_times=span (a case whose
+    root lines carry different times), label_values (a label Inspect's import cannot read), the task for a run
+    without a suite, and several transcripts a sample's lines cite (their messages in turn)."""
+    ex = SAMPLES.parent / "spec" / "aef" / "interop" / "examples"
+    run = ex / "otel-aef" / "run"
+    lines = [x for _, x in jsonio.iter_ndjson(run / "results.ndjson")]
+    case31 = [x for x in lines if x["caseId"] == "case-31"]
+    with pytest.raises(Refusal) as e:
+        to_inspect(run, tmp_path / "a.json", task="t")
+    assert e.value.rule == "IN-5" and "option 'case_times=span'" in e.value.message
+    out = to_inspect(run, tmp_path / "b.json", task="t", case_times="span")
+    sample = next(s for s in read_eval_log(str(out)).samples if s.id == "case-31")
+    ends = sorted(x["endedAt"] for x in case31)
+    assert sample.completed_at.replace("+00:00", "Z").startswith(ends[-1].rstrip("Z")), (sample.completed_at, ends)
+    with pytest.raises(Refusal) as e:
+        to_inspect(run, tmp_path / "c.json", task="t", case_times="earliest")
+    assert e.value.rule == "CONV-3"
+    # a label Inspect reads only as C, I, P, N: the page writes the label, label_values the value
+    relevance = next(x for x in lines if x["path"] == "Relevance")["scores"][0]
+    assert relevance["label"] not in ("C", "I", "P", "N")
+    for label_values, value in ((False, relevance["label"]), (True, relevance["value"])):
+        out = to_inspect(run, tmp_path / f"l{label_values}.json", task="t", case_times="span",
+                         label_values=label_values)
+        score = next(s for s in read_eval_log(str(out)).samples if s.scores and "Relevance" in s.scores)
+        score = score.scores["Relevance"]
+        assert score.value == value
+        assert ("labels" in score.metadata["aef"]) is label_values
+    report = fidelity_mod.fidelity("inspect", run, options={"task": "t", "case_times": "span"})
+    assert report.ok, report.summary()
+    assert report.fields["results:scores[].label"].declared == 1
+    # given the task, the suite the run did not have comes back as declared (a loss limited to the option given)
+    report = fidelity_mod.fidelity("inspect", ex / "aef-otel-aef" / "run", options={"task": "t"})
+    assert report.ok, report.summary()
+    assert {"run.json:suite.ref", "run.json:suite.version"} <= {f for f, _ in report.lost}
+    with pytest.raises(Refusal):  # (without it: IN-1)
+        fidelity_mod.fidelity("inspect", ex / "aef-otel-aef" / "run")
+    # an Evaluation API session: one transcript per insight, a sample's messages are each in turn
+    from aefgate.converters.registry import find_route, run_route
+
+    api = run_route(find_route("evaluation-api", "aef"), SAMPLES / "evaluation-api" / "finished.json",
+                    tmp_path / "api", {"subject": "agent:acme-support", "at": "2026-12-01T00:00:00Z"})
+    with pytest.raises(Refusal) as e:
+        to_inspect(api, tmp_path / "api.json", task="t")
+    assert e.value.rule == "IN-5" and "option 'output_from_evidence'" in e.value.message
+    texts = {}
+    evidence = {r["evidenceId"]: r for _, r in jsonio.iter_ndjson(api / "evidence.ndjson")}
+    for x in jsonio.iter_ndjson(api / "results.ndjson"):
+        for eid in x[1].get("evidence") or ():
+            if evidence[eid]["kind"] == "transcript":
+                h = evidence[eid]["link"]["blob"].split(":")[1]
+                texts.setdefault((api / "blobs" / "sha256" / h[:2] / h).read_text(encoding="utf-8"), None)
+    assert len(texts) == 2
+    out = to_inspect(api, tmp_path / "api.json", task="t", output_from_evidence=True, label_values=True)
+    (sample,) = read_eval_log(str(out)).samples
+    assert [m.text for m in sample.messages] == list(texts)
+    report = fidelity_mod.fidelity("inspect", api, options={"task": "t"})
+    assert report.ok, report.summary()
 
 
 def test_lossless_from_the_command_line(corpus: dict[str, Path], tmp_path: Path) -> None:
@@ -374,3 +461,94 @@ def test_lossless_from_the_command_line(corpus: dict[str, Path], tmp_path: Path)
     p = run_cli("export", "inspect", tmp_path / "run", tmp_path / "back.json")
     assert p.returncode == 0, p.stderr
     assert diffs(dump(log), dump(tmp_path / "back.json")) == []
+
+
+# -- lossless by default (issue 26: the checks import with default options) -----------------------------------------
+
+
+def test_lossless_is_the_default_and_no_lossless_gives_the_pages_run(corpus: dict[str, Path], tmp_path: Path) -> None:
+    from aefgate.converters.registry import registry
+
+    log = corpus["match_includes.json"]
+    assert registry().between("inspect", "aef").option("lossless").default is True
+    run = from_inspect(log, tmp_path / "lib")  # the library
+    assert (run / "ext" / "inspect_ai" / "header.json").is_file()
+    assert diffs(dump(log), dump(to_inspect(run, tmp_path / "lib.json"))) == []
+    page = from_inspect(log, tmp_path / "page", lossless=False)
+    assert not (page / "ext").exists()
+    # the page's run is the lossless run without its ext/ files: the same lines, summary and run.json
+    for name in ("results.ndjson", "summary.json", "run.json", "metrics.json"):
+        assert (page / name).read_bytes() == (run / name).read_bytes(), name
+    # the command line: import inspect (a log, a folder), convert, fidelity --from-source
+    p = run_cli("import", "inspect", log, tmp_path / "cli")
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "cli" / "ext" / "inspect_ai" / "samples.ndjson").is_file()
+    p = run_cli("import", "inspect", log, tmp_path / "cli-page", "--no-lossless")
+    assert p.returncode == 0, p.stderr
+    assert not (tmp_path / "cli-page" / "ext").exists()
+    p = run_cli("convert", log, tmp_path / "conv", "--from", "inspect", "--to", "aef")
+    assert p.returncode == 0 and (tmp_path / "conv" / "ext" / "inspect_ai" / "header.json").is_file(), p.stderr
+    p = run_cli("fidelity", "inspect", "--from-source", log, "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["lost"] == [], p.stdout[-2000:]
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    shutil.copy(log, folder / "a.json")
+    for flag, kept in ((), True), (("--no-lossless",), False):
+        out = tmp_path / f"runs{len(flag)}"
+        p = run_cli("import", "inspect", folder, out, *flag, "--jobs", "1")
+        assert p.returncode == 0, p.stderr
+        assert (out / "a" / "ext" / "inspect_ai" / "header.json").is_file() is kept
+
+
+def _log_with_credentials(corpus: dict[str, Path], tmp: Path) -> tuple[Path, list[str]]:
+    """A real CLI log whose model_args, task_args, generate config and a sample's metadata hold credentials."""
+    secrets = ["sk-live-0123456789abcdef", "hunter2-password", "tok-abcdef-123456", "Bearer xyz-987"]
+    doc = json.loads(corpus["match_includes.json"].read_text(encoding="utf-8"))
+    doc["eval"]["model_args"] = {"api_key": secrets[0], "base_url": "http://127.0.0.1:1/v1", "timeout": 30}
+    doc["eval"]["task_args"] = {**(doc["eval"].get("task_args") or {}), "db": {"password": secrets[1], "port": 5432}}
+    doc["eval"]["model_generate_config"] = {**(doc["eval"].get("model_generate_config") or {}),
+                                            "extra_headers": {"Authorization": secrets[3]}}
+    doc["samples"][0]["metadata"] = {**(doc["samples"][0].get("metadata") or {}), "access_token": secrets[2]}
+    p = tmp / "with-credentials.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    return p, secrets
+
+
+def test_no_credential_lands_in_the_run(corpus: dict[str, Path], tmp_path: Path) -> None:
+    """[RUN-10]: nothing in ext is a key, token or password. The kept header holds eval.model_args whole, and
+    run.json's ext the task args and generate config: a member named like a credential is dropped (a declared
+    loss naming the field), the rest kept."""
+    log, secrets = _log_with_credentials(corpus, tmp_path)
+    for lossless in (True, False):
+        run = from_inspect(log, tmp_path / f"run-{lossless}", lossless=lossless)
+        assert verify_run(run).outcome == "intact"
+        text = b"".join(p.read_bytes() for p in run.rglob("*") if p.is_file())
+        for s in secrets:
+            assert s.encode() not in text, (lossless, s)
+    run = tmp_path / "run-True"
+    header = json.loads((run / "ext" / "inspect_ai" / "header.json").read_text(encoding="utf-8"))
+    assert header["eval"]["model_args"] == {"base_url": "http://127.0.0.1:1/v1", "timeout": 30}
+    made = jsonio.read_json(run / "run.json")["ext"]["inspect_ai"]
+    assert made["task_args"]["db"] == {"port": 5432}
+    assert "extra_headers" not in made["generate_config"]  # (it held a credential only: it goes with it)
+    # the export gives back the log but the credentials; the source cycle declares exactly them
+    original, exported = dump(log), dump(to_inspect(run, tmp_path / "back.json"))
+    assert sorted(d.split(":")[0] for d in diffs(original, exported)) == [
+        "/eval/model_args/api_key", "/eval/model_generate_config/extra_headers",
+        "/eval/task_args/db/password", "/samples/0/metadata/access_token"]
+    report = fidelity_mod.fidelity_from_source("inspect", log)
+    assert report.ok, report.summary()
+    lost = {f for f, _ in report.lost}
+    assert lost == {"header:eval.model_args.api_key", "header:eval.task_args.db.password",
+                    "header:eval.model_generate_config.extra_headers.Authorization",
+                    "samples:metadata.access_token"}, lost
+    from aefgate.converters.inspect.losses import LOSSES_FROM_INSPECT
+
+    (cred,) = [x for x in LOSSES_FROM_INSPECT if x.segment is not None]
+    assert all(cred.covers(f) for f in lost)
+    assert report.fields["header:eval.model_args.api_key"].losses == {cred.text}
+    # a declared credential loss does not hide a changed member beside it
+    assert cred.covers("header:eval.model_args.api_key") and cred.covers("samples:metadata.db.password")
+    assert cred.covers("header:eval.task_args.credentials.user")  # (below a credential: dropped with it)
+    assert not cred.covers("header:eval.model_args.base_url") and not cred.covers("samples:token_limit")
+    assert not cred.covers("samples:output.usage.input_tokens")

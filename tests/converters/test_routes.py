@@ -39,35 +39,27 @@ VALUES = {
     "name_from": "path",
     "task": "routes",
     "model": "mockllm/model",
+    "case_times": "span",
+    "omit_unscored": "true",
 }
 
 #: refusals the specification or a mapping page requires of a cell, and why: (target, rule) -> why
 REQUIRED = {
     ("assert", "ASSERT-10"): "the run holds no captured conversation (it keeps no content, RUN-11, or no line cites "
                              "transcript or output evidence): ASSERT's judge has nothing to grade (interop/assert.md)",
-    ("inspect", "IN-1"): "the run names no Inspect task (no suite:<task>) and the export has no option for it yet "
-                         "(interop/inspect.md, IN-1)",
+    ("inspect", "IN-1"): "the eval header Inspect requires cannot be written: more than one judge (a role of "
+                         "eval.model_roles holds one model), or no task (no suite:<task>) where the option 'task' is "
+                         "not given (interop/inspect.md, IN-1)",
     ("inspect", "IN-3"): "two summary entries at one path: an Inspect log has one EvalScore per scorer "
-                         "(interop/inspect.md, IN-3)",
+                         "(interop/inspect.md, IN-3); aefgate's option map_scorers writes several metrics of one "
+                         "path as a map-valued scorer's, but not one metric of one path in two lanes (Inspect has "
+                         "no lanes), as the refusal says",
 }
 
-#: cells that fail today because of work in progress elsewhere (the Inspect converter, issue 26):
-#: (source, target) -> the rule observed (or ``undeclared``). Each is checked to still fail so, so the
-#: entry goes when the cell is fixed.
-_INSPECT = "the Inspect converter (work in progress, issue 26)"
-KNOWN_GAPS = {
-    ("otel", "inspect"): ("IN-5", f"{_INSPECT}: a case's root lines with two different endedAt"),
-    ("aef: otel-aef/run", "inspect"): ("IN-5", f"{_INSPECT}: a case's root lines with two different endedAt"),
-    ("evaluation-api", "inspect"): ("IN-5", f"{_INSPECT}: two cited transcript records for one sample"),
-    ("store-v1", "inspect"): ("IN-9", f"{_INSPECT}: the way back recomputes a mean the lines do not give"),
-    ("aep", "inspect"): ("IN-8", f"{_INSPECT}: the way back finds epoch lines without their reduction"),
-    ("cloudevents", "inspect"): ("IN-8", f"{_INSPECT}: the way back finds epoch lines without their reduction"),
-    ("aef: demo", "inspect"): ("IN-8", f"{_INSPECT}: the way back finds epoch lines without their reduction"),
-    ("aef: aef-otel-aef/run", "inspect"): ("undeclared", f"{_INSPECT}: given the task and model IN-1 names, the "
-                                                         "way back changes fields no loss declares"),
-    ("aef: aef-otel-aef-redteam/run", "inspect"): ("undeclared", f"{_INSPECT}: given the task and model IN-1 names, "
-                                                                 "the way back changes fields no loss declares"),
-}
+#: cells that fail today because of work in progress elsewhere: (source, target) -> (the rule observed, or
+#: ``undeclared``; why). Each is checked to still fail so, so the entry goes when the cell is fixed. The Inspect
+#: cells of issue 26 are all closed (docs/mappings/inspect.md: the options case_times, omit_unscored, label_values).
+KNOWN_GAPS: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 def _is_gap(c: dict, gap: tuple[str, str]) -> bool:
@@ -253,7 +245,10 @@ def _option_text(options: dict[str, str], target: str) -> str:
     for k, v in sorted(options.items()):
         shown = "TAXONOMY.json" if k == "taxonomy" else v
         flag = flag_for(k, ["export", target])
-        parts.append(f"`{k}={shown}` (`--opt {k}={shown}`; `export {target} {flag} {shown}`)")
+        opt = registry().between("aef", target).option(k)
+        command = f"export {target} {flag}" if opt is not None and opt.type is bool else \
+            f"export {target} {flag} {shown}"  # a boolean flag takes no value
+        parts.append(f"`{k}={shown}` (`--opt {k}={shown}`; `{command}`)")
     return ", ".join(parts)
 
 

@@ -66,6 +66,11 @@ def import_inspect(
     grader_types: bool = typer.Option(False, "--grader-types", help="Set annotator.kind LLM (and the judge's "
                                       "model) on the lines of Inspect's model-graded scorers (model_graded_qa, "
                                       "model_graded_fact): aefgate's extension, docs/mappings/aigp.md."),
+    lossless: bool = typer.Option(True, "--lossless/--no-lossless", help="Also keep what the page's mapping does "
+                                  "not place (the log's header, each sample's other members, the reductions) in "
+                                  "ext/inspect_ai/ files of the run, so that export inspect gives the log back "
+                                  "(aefgate's extension, on by default); --no-lossless writes exactly the page's "
+                                  "run."),
     jobs: Optional[int] = typer.Option(None, "--jobs", help="For a folder of logs: worker processes (default: the "
                                        "number of cores)."),
     as_json: bool = JSON_OPT,
@@ -88,7 +93,7 @@ def import_inspect(
 
     if log.is_dir():
         _import_folder(log, out, jobs=jobs, target_mode=target_mode, content_capture=content_capture, at=at,
-                       key=key, grader_types=grader_types, as_json=as_json)
+                       key=key, grader_types=grader_types, lossless=lossless, as_json=as_json)
         return
     if jobs is not None:
         raise Refusal("CLI-2", "--jobs is for a folder of logs", "--jobs")
@@ -98,7 +103,7 @@ def import_inspect(
     total = opened.sample_count
     run_dir = import_log(opened.header, opened.samples(), out, target_mode=target_mode,
                          content_capture=content_capture, at=at, key=signing_key, total=total,
-                         grader_types=grader_types)
+                         grader_types=grader_types, lossless=lossless)
     # the import verified the run (before sealing it, or after writing a running run: IN-11); what is shown here is
     # read from what it wrote, not verified a second time
     r = describe_run(run_dir)
@@ -120,7 +125,7 @@ def import_inspect(
         c.print("signed    attestation.dsse.json")
 
 
-def _import_folder(src: Path, out: Path, *, jobs, target_mode, content_capture, at, key, grader_types,
+def _import_folder(src: Path, out: Path, *, jobs, target_mode, content_capture, at, key, grader_types, lossless,
                    as_json: bool) -> None:
     """``import inspect DIR OUT``: the report (``--json``) or a summary on stderr; exit 1 when a run did not
     verify, else 2 when a log was refused, else 0."""
@@ -128,7 +133,7 @@ def _import_folder(src: Path, out: Path, *, jobs, target_mode, content_capture, 
     from aefgate.errors import EXIT_INPUT, EXIT_INTEGRITY, EXIT_OK
 
     report = import_folder(src, out, jobs=jobs, target_mode=target_mode, content_capture=content_capture, at=at,
-                           key=key, grader_types=grader_types)
+                           key=key, grader_types=grader_types, lossless=lossless)
     refused = [r for r in report["logs"] if r["status"] == "refused"]
     code = EXIT_OK
     if refused:
@@ -181,6 +186,13 @@ def export_inspect(
                                        "name (IN-1; aefgate's extension)."),
     model: Optional[str] = typer.Option(None, "--model", help="eval.model for a run whose subject is not a model "
                                         "(default: the subject's kind:name): aefgate's extension."),
+    case_times: Optional[str] = typer.Option(None, "--case-times", help="span: a sample whose root lines carry "
+                                             "different times gets their span (the earliest start, the latest end, "
+                                             "the longest duration), where the page refuses the run (IN-5): "
+                                             "aefgate's extension."),
+    omit_unscored: bool = typer.Option(False, "--omit-unscored", help="With --map-scorers, leave out of results a "
+                                       "summary entry whose metric no line at its path scores (a rate of the lines' "
+                                       "states), where the export refuses the run (IN-3): aefgate's extension."),
     policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -197,7 +209,8 @@ def export_inspect(
     require_dir(run)
     path = to_inspect(run, out, ignore_overlays=ignore_overlays, withheld_ok=_withheld(run, policy),
                       output_from_evidence=output_from_evidence, map_scorers=map_scorers,
-                      grader_types=grader_types, task=task, model=model)
+                      grader_types=grader_types, task=task, model=model, case_times=case_times,
+                      omit_unscored=omit_unscored)
     written = open_log(path)
     if as_json:
         render.emit_json({"run": str(run), "output": str(path), "format": written.format,

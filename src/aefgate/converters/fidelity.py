@@ -10,7 +10,8 @@ Two cycles, each through the registry's converters (so a plug-in format gets the
   import converter gives ``records`` (the format's file as comparable records).
 
 In both cycles the export takes its ``round_trip_options`` (for Inspect: rebuild outputs from their evidence)
-unless the caller gives those options.
+unless the caller gives those options; in the source cycle the import takes its own (for Inspect: ``lossless``), in
+the AEF cycle the options its ``back_options`` give for the run.
 
 The run that comes back must verify (``intact``, or ``unsealed`` for a running run), or the trip fails.
 Every field of the original is reported as **kept**, **lost as declared** (a :class:`~.registry.Loss` of either
@@ -100,7 +101,7 @@ class FidelityReport:
             c.kept += 1
             return
         for loss in self.losses:
-            if loss.covers(fieldname) and _in_scope(loss, line, case_root):
+            if loss.covers(fieldname) and _in_scope(loss, line, case_root, fieldname):
                 c.declared += 1
                 c.losses.add(loss.text)
                 return
@@ -180,9 +181,12 @@ def _outcome(run_dir: Path) -> str:
     return verify_run(run_dir).outcome
 
 
-def _in_scope(loss: Loss, line: Mapping[str, Any] | None, case_root: bool) -> bool:
+def _in_scope(loss: Loss, line: Mapping[str, Any] | None, case_root: bool, fieldname: str = "") -> bool:
     if loss.lines is None or line is None:
         return True
+    if loss.lines == "lacking":  # the original line has no such member: the way back added it
+        member = re.split(r"[.\[(]", fieldname.split(":", 1)[-1], maxsplit=1)[0]
+        return member not in line
     if loss.lines == "root":
         return line.get("parentResultId") is None
     if loss.lines == "typed_absence":
@@ -518,6 +522,9 @@ def fidelity_from_source(fmt: str, source: str | os.PathLike[str], *, options: M
         raise Refusal("CLI-1", "no such file", str(src))
     given = dict(options or {})
     imp_kw, exp_kw = _step_options([imp, exp], given)
+    # each step takes the options its converter gives for a round trip, unless the caller gives them (Inspect: the
+    # import keeps the log whole, lossless; the export rebuilds outputs from their evidence)
+    imp_kw.update({k: v for k, v in imp.round_trip_options.items() if k not in given})
     exp_kw.update({k: v for k, v in exp.round_trip_options.items() if k not in given})
     report = FidelityReport(f"{imp.source} -> aef -> {imp.source}", str(src),
                             [x for x in imp.losses + exp.losses if x.applies({**imp_kw, **exp_kw})])

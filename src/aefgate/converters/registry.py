@@ -42,6 +42,7 @@ from aefgate.fsutil import check_destination, parents_for
 __all__ = [
     "GROUP",
     "HUB",
+    "GIVEN",
     "LINE_SCOPES",
     "Loss",
     "Option",
@@ -123,8 +124,20 @@ def _as_option(o: Option | Mapping[str, Any] | Sequence[Any]) -> Option:
 #: the lines a :class:`Loss` may be limited to (``lines=``), as the round-trip harness decides them on the original
 #: run: ``root`` (a line without a parent), ``not_case_root`` (every line but the first root line of its case and
 #: trial: children, rollups and a case's later roots), ``typed_absence`` (a line whose state is one of [RES-1]'s
-#: typed absences) and ``not_typed_absence`` (any other line)
-LINE_SCOPES = ("root", "not_case_root", "typed_absence", "not_typed_absence")
+#: typed absences), ``not_typed_absence`` (any other line) and ``lacking`` (a line of the original without the member
+#: the field names, which the way back adds: ``results:endedAt`` on a line that had no ``endedAt``)
+LINE_SCOPES = ("root", "not_case_root", "typed_absence", "not_typed_absence", "lacking")
+
+
+class _Given(str):
+    """The value of :data:`GIVEN` (a string, so that a loss's ``when`` is JSON as it is)."""
+
+    __slots__ = ()
+
+
+#: in a :class:`Loss`'s ``when``: the option is given (any value but None, an empty string or False), whatever its
+#: value (``when={"task": (GIVEN,)}``: a loss of conversions given a task)
+GIVEN = _Given("(given)")
 
 
 @dataclass(frozen=True)
@@ -139,16 +152,20 @@ class Loss:
     below it (``header:eval.task_args.**``: ``header:eval.task_args`` and ``header:eval.task_args.n``, not
     ``header:eval.task_args_passed``); ``**`` anywhere else matches any run of characters (``run.json:**``). No other
     prefix matching; ``[ ] ( )`` are literal (``results:usage[].costSource``). A declaration never hides a field it
-    does not name. ``when`` limits the loss to
-    the conversions given these options (``{"max_capture": ("none", "metadata")}``); ``lines`` to some result lines
-    (one of :data:`LINE_SCOPES`). ``source`` says whose list it is on: ``page`` (the AEF interop page) or
-    ``aefgate`` (aefgate's own mapping page, where the spec says nothing)."""
+    does not name. ``segment``, when given (a callable on a member name, whose ``str`` says what it accepts), limits
+    the loss to the fields its patterns match one of whose segments it accepts (a member named like a credential,
+    wherever it is, and what it holds). ``when`` limits the loss to the conversions given these options
+    (``{"max_capture": ("none", "metadata")}``; :data:`GIVEN` among the values: the option given, whatever its
+    value), or to any of several such sets (a list of them); ``lines`` to some result lines (one of
+    :data:`LINE_SCOPES`). ``source`` says whose list it is on: ``page`` (the AEF interop page) or ``aefgate``
+    (aefgate's own mapping page, where the spec says nothing)."""
 
     text: str
     fields: tuple[str, ...] = ()
     when: tuple[tuple[tuple[str, tuple[Any, ...]], ...], ...] = ()
     lines: str | None = None
     source: str = "page"
+    segment: Callable[[str], bool] | None = None
 
     def __post_init__(self) -> None:
         if not self.text:
@@ -159,23 +176,36 @@ class Loss:
                                                for alt in alternatives))
         if self.lines is not None and self.lines not in LINE_SCOPES:
             raise ValueError(f"loss {self.text[:40]!r}: lines must be one of {LINE_SCOPES}, not {self.lines!r}")
+        if self.segment is not None and not callable(self.segment):
+            raise TypeError(f"loss {self.text[:40]!r}: segment is a callable on a member name")
 
     def applies(self, options: Mapping[str, Any]) -> bool:
         """Whether the loss holds for a conversion given ``options``: always without ``when``, else when one of its
-        alternatives holds (each of its options among its values). The round-trip harness adds the original run's
-        ``run.contentCapture`` to the options."""
-        return not self.when or any(all(options.get(k) in values for k, values in alt) for alt in self.when)
+        alternatives holds (each of its options among its values, or given when :data:`GIVEN` is one). The
+        round-trip harness adds the original run's ``run.contentCapture`` to the options."""
+        return not self.when or any(all(_option_in(options.get(k), values) for k, values in alt)
+                                    for alt in self.when)
 
     def covers(self, fieldname: str) -> bool:
+        if self.segment is not None and not any(self.segment(x) for x in fieldname.split(":", 1)[-1].split(".")):
+            return False
         return any(field_matches(p, fieldname) for p in self.fields)
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {"text": self.text, "fields": list(self.fields), "source": self.source}
+        if self.segment is not None:
+            out["segment"] = str(self.segment)
         if self.when:
-            out["when"] = [{k: list(v) for k, v in alt} for alt in self.when]
+            out["when"] = [{k: [str(x) if x is GIVEN else x for x in v] for k, v in alt} for alt in self.when]
         if self.lines:
             out["lines"] = self.lines
         return out
+
+
+def _option_in(value: Any, values: tuple[Any, ...]) -> bool:
+    if value in values:
+        return True
+    return any(v is GIVEN for v in values) and value not in (None, "", False)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -24,7 +24,7 @@ __all__ = ["CONVERTERS", "LOSSES_FROM_INSPECT", "LOSSES_TO_INSPECT", "back_optio
 
 
 def _run_import(src: Any, dst: Any, *, target_mode: str = "live", content_capture: str = "on", at: str | None = None,
-                key: str | None = None, grader_types: bool = False, lossless: bool = False, **_: Any) -> None:
+                key: str | None = None, grader_types: bool = False, lossless: bool = True, **_: Any) -> None:
     from aefgate.converters.inspect.importer import from_inspect
 
     from_inspect(src, dst, target_mode=target_mode or "live", content_capture=content_capture or "on", at=at,
@@ -33,14 +33,17 @@ def _run_import(src: Any, dst: Any, *, target_mode: str = "live", content_captur
 
 def _run_export(src: Any, dst: Any, *, ignore_overlays: bool = False, output_from_evidence: bool = False,
                 map_scorers: bool = False, withheld_ok: Any = (), grader_types: bool = False, task: str | None = None,
-                model: str | None = None, **_: Any) -> None:
+                model: str | None = None, case_times: str | None = None, omit_unscored: bool = False,
+                label_values: bool = False, **_: Any) -> None:
     from aefgate.converters.inspect.exporter import to_inspect
 
     # the route's destination has no suffix of its choosing when it is a staging name: .eval unless it says .json
     fmt = "json" if str(dst).lower().endswith(".json") else "eval"
     to_inspect(src, dst, ignore_overlays=bool(ignore_overlays), fmt=fmt, withheld_ok=withheld_ok,
                output_from_evidence=bool(output_from_evidence), map_scorers=bool(map_scorers),
-               grader_types=bool(grader_types), task=task or None, model=model or None)
+               grader_types=bool(grader_types), task=task or None, model=model or None,
+               case_times=case_times or None, omit_unscored=bool(omit_unscored),
+               label_values=bool(label_values))
 
 
 def back_options(run_dir: Path) -> dict[str, Any]:
@@ -94,12 +97,14 @@ CONVERTERS = [
                                    "model-graded scorers (docs/mappings/aigp.md)", bool, False),
             Option("lossless", "also keep what the mapping does not place (the log's header, each sample's other "
                                "members, the reductions) in ext/inspect_ai/ files of the run, so that an export "
-                               "gives the log back (aefgate's extension)", bool, False),
+                               "gives the log back (aefgate's extension; on by default: false gives exactly the "
+                               "page's run)", bool, True),
         ],
         losses=LOSSES_FROM_INSPECT,
         description="Inspect AI eval logs (.eval, .json) into AEF runs, sealed as ingest (interop/inspect.md)",
         back_options=back_options,
         records=records,
+        round_trip_options={"lossless": True},
     ),
     Converter(
         "aef-to-inspect", "aef", "inspect", _run_export,
@@ -116,10 +121,20 @@ CONVERTERS = [
                            "aefgate's extension)", str, None),
             Option("model", "eval.model for a run whose subject is not a model (default: the subject's kind:name, "
                             "R7I-8): the Inspect model name (aefgate's extension)", str, None),
+            Option("case_times", "span: a sample whose root lines carry different times gets their span (the "
+                                 "earliest start, the latest end, the longest duration) instead of refusing the run "
+                                 "(IN-5; aefgate's extension)", str, None),
+            Option("omit_unscored", "with map_scorers, leave out of results a summary entry whose metric no line at "
+                                    "its path scores (a rate of the lines' states) instead of refusing the run (IN-3; "
+                                    "aefgate's extension)", bool, False),
+            Option("label_values", "write a score whose label is not one of Inspect's letters (C, I, P, N) as its "
+                                   "value, the label in Score.metadata.aef.labels, where the page writes the label, "
+                                   "which its import refuses (IN-7); used in round trips (aefgate's extension)",
+                   bool, False),
         ],
         losses=LOSSES_TO_INSPECT,
         description="AEF runs into Inspect AI eval logs (.json, or .eval) (interop/inspect.md)",
-        round_trip_options={"output_from_evidence": True, "map_scorers": True},
+        round_trip_options={"output_from_evidence": True, "map_scorers": True, "label_values": True},
         suffix=".json",
     ),
 ]

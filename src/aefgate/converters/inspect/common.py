@@ -10,6 +10,7 @@ from typing import Any
 from aefgate.errors import Refusal
 from aefgate.formats.aef.refs import decode_name, encode_name  # noqa: F401  (re-exported)
 from aefgate.formats.aef import jsonio
+from aefgate.formats.aef.builder import _SECRET_NAME  # [RUN-10]'s credential names, reused
 
 #: the version of inspect_ai the page was written against
 PAGE_VERSION = "0.3.277"
@@ -51,6 +52,57 @@ _REDUCERS_EXPORT = {"MajorityVote": "majority", "Mean": "mean", "Median": "media
 MEAN_METRICS = ("accuracy", "mean")
 _KIND_BYTE = {kind: bytes([i]) for i, kind in enumerate(("input", "expected", "output", "transcript"))}
 RECOMPUTED = {"accuracy": None, "mean": None, "median": "median", "min": "min", "max": "max"}
+
+
+#: a member named like a credential, as a member name in JSON text (a quick test before a walk): the builder's list
+#: of such names ([RUN-10]: nothing in ext is a key, token or password), reused
+_CREDENTIAL_KEY_TEXT = re.compile(r'"(?:' + _SECRET_NAME.pattern + r')"\s*:', re.IGNORECASE)
+
+
+def is_credential_name(name: Any) -> bool:
+    """Whether a member name says it holds a credential (the builder's [RUN-10] list: api_key, password, token,
+    secret, authorization, ...)."""
+    return isinstance(name, str) and _SECRET_NAME.fullmatch(name) is not None
+
+
+def _holds_something(v: Any) -> bool:
+    return (isinstance(v, (str, dict, list)) and bool(v))
+
+
+def without_credentials(value: Any, where: str, dropped: list[str], text: bytes | None = None) -> Any:
+    """``value`` without its members named like a credential ([RUN-10]) that hold something (a non-empty string,
+    object or list), and an object member left empty by that (it held credentials only); each dropped credential's
+    pointer (below ``where``) is appended to ``dropped``. ``text``, the value as JSON, lets a value without any such
+    name through without a walk. The value is copied only where a member is dropped."""
+    if text is not None and not _CREDENTIAL_KEY_TEXT.search(text.decode("utf-8", "replace")):
+        return value
+
+    def walk(v: Any, w: str) -> Any:
+        if isinstance(v, dict):
+            out = None
+            for k, x in v.items():
+                kw = f"{w}/{k}"
+                if is_credential_name(k) and _holds_something(x):
+                    dropped.append(kw)
+                    if out is None:
+                        out = dict(v)
+                    del out[k]
+                    continue
+                y = walk(x, kw)
+                if y is not x:
+                    if out is None:
+                        out = dict(v)
+                    if isinstance(y, dict) and not y:  # it held credentials only: it goes with them
+                        del out[k]
+                    else:
+                        out[k] = y
+            return v if out is None else out
+        if isinstance(v, list):
+            items = [walk(x, f"{w}/{i}") for i, x in enumerate(v)]
+            return v if all(a is b for a, b in zip(items, v)) else items
+        return v
+
+    return walk(value, where)
 
 
 

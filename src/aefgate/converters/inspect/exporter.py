@@ -20,8 +20,8 @@ from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.progress import task as progress_task
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.times import parse_time
-from aefgate.converters.inspect.common import (CONTENT_KIND, KEPT_HEADER, KEPT_REDUCTIONS, KEPT_SAMPLES, TOKENS,
-                                               _REDUCERS_EXPORT, decode_name)
+from aefgate.converters.inspect.common import (CONTENT_KIND, KEPT_HEADER, KEPT_REDUCTIONS, KEPT_SAMPLES, LETTERS,
+                                               READ_VERSIONS, TOKENS, _REDUCERS_EXPORT, decode_name)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -115,16 +115,20 @@ class _Blobs:
 
 
 def _score_of(line: Mapping[str, Any], blobs: _Blobs, content_on: bool, where: str,
-              aigp: frozenset[str] | None = None) -> dict[str, Any]:
+              aigp: frozenset[str] | None = None, label_values: bool = False) -> dict[str, Any]:
     """A result line as an Inspect Score (R7I-2, IN-2, IN-13); with ``aigp`` (the run's calibrated judges), its AIGP
     grader too, as ``metadata.aigp.grader`` (docs/mappings/aigp.md: Inspect's Score has no field for it)."""
     scores = line.get("scores") or []
     score: dict[str, Any] = {}
+    # label_values (aefgate's extension): a label Inspect's import cannot read (IN-7) is written as the value
+    labels = {s["metric"]: s["label"] for s in scores
+              if label_values and "label" in s and s["label"] not in LETTERS and "value" in s}
     if len(scores) == 1:
         s = scores[0]
-        score["value"] = s["label"] if "label" in s else s["value"]
+        score["value"] = s["label"] if "label" in s and s["metric"] not in labels else s["value"]
     elif len(scores) > 1:
-        score["value"] = {s["metric"]: (s["label"] if "label" in s else s["value"]) for s in scores}
+        score["value"] = {s["metric"]: (s["label"] if "label" in s and s["metric"] not in labels else s["value"])
+                          for s in scores}
     else:
         score["value"] = math.nan
         score["reason"] = line["state"]
@@ -139,6 +143,8 @@ def _score_of(line: Mapping[str, Any], blobs: _Blobs, content_on: bool, where: s
     for k in ("parentResultId", "severity", "verdictRule", "annotator", "aggregation", "component"):
         if line.get(k) is not None:
             aef[k] = line[k]
+    if labels:
+        aef["labels"] = labels
     score["metadata"] = {"aef": aef}
     if aigp is not None:
         from aefgate.converters.aigp import grader_of
@@ -160,7 +166,8 @@ def _check_overlays(run_dir: Path) -> bool:
 def export_run(
     run_dir: str | os.PathLike[str], *, ignore_overlays: bool = False, withheld_ok: Iterable[str] = (),
     output_from_evidence: bool = False, map_scorers: bool = False, grader_types: bool = False,
-    task: str | None = None, model: str | None = None,
+    task: str | None = None, model: str | None = None, case_times: str | None = None,
+    omit_unscored: bool = False, label_values: bool = False,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """AEF -> Inspect, pure: the EvalLog header (with ``reductions``) and the samples of a run, NaN as float NaN.
 
@@ -171,13 +178,21 @@ def export_run(
 
     The run must verify (IN-11: intact or unsealed, with no problem but an authorized withhold; ``withheld_ok``
     are the blob paths an authorized redaction withholds). Refusals name the page's rule (IN-1 to IN-5, IN-11,
-    IN-12); a run that does not verify is refused with exit code 1."""
+    IN-12); a run that does not verify is refused with exit code 1.
+
+    aefgate's extensions where the page refuses (docs/mappings/inspect.md): ``case_times="span"`` gives a sample
+    whose root lines carry different times the span of them (IN-5); ``omit_unscored`` leaves out of ``results`` a
+    summary entry whose metric no line at its path scores, which ``map_scorers`` cannot write (IN-3);
+    ``label_values`` writes a score whose label is not one of Inspect's letters as its value (the label in
+    ``Score.metadata.aef.labels``), which the import reads back (the page's import refuses such a label, IN-7)."""
     from aefgate.converters.common import CollectLines
     from aefgate.formats.aef.onepass import verify_mapping
 
     root = Path(run_dir)
     if not (root / "run.json").is_file():
         raise Refusal("CLI-1", "not a run folder (no run.json)", str(root))
+    if case_times not in (None, "", "span"):
+        raise Refusal("CONV-3", f"option 'case_times' takes span, not {case_times!r}", "option 'case_times'")
     withheld = frozenset(withheld_ok)
     collected = CollectLines("IN-11")  # the run read once: its lines as the verification checked them
     v = verify_mapping(root, collected, withheld_ok=withheld)
@@ -251,14 +266,16 @@ def export_run(
     reductions: dict[tuple[str, str], dict[str, Any]] = {}
     case_ids: dict[str, None] = {}
     lines, collected.lines = collected.lines, []
+    scored: dict[str, set[str]] = {}  # path -> the metrics its lines score
     for lineno, line in lines:
         where = f"results.ndjson:{lineno}"
         case_ids.setdefault(line["caseId"], None)
+        scored.setdefault(line["path"], set()).update(s["metric"] for s in line.get("scores") or ())
         if "trials" in line:
             red_name = _reducer_name(line["trials"], policy, where)
             red = reductions.setdefault((line["path"], red_name),
                                         {"scorer": line["path"], "reducer": red_name, "samples": []})
-            s = _score_of(line, blobs, content_on, where, aigp)
+            s = _score_of(line, blobs, content_on, where, aigp, label_values)
             s["sample_id"] = line["caseId"]
             red["samples"].append(s)
             continue
@@ -270,7 +287,8 @@ def export_run(
         for (case, trial), lines in groups.items():
             residue = kept.samples.get((case, trial + 1)) if kept is not None else None
             sample = _sample(case, trial, lines, evidence, blobs, content_on,
-                             output_from_evidence or residue is not None, model, aigp=aigp)
+                             output_from_evidence or residue is not None, model, aigp=aigp,
+                             span=case_times == "span", label_values=label_values)
             if residue is not None:
                 sample = _restored_sample(sample, residue[1], lines, evidence, blobs, content_on, aigp)
             samples.append(sample)
@@ -282,6 +300,13 @@ def export_run(
     trials = max((trial for _, trial in groups), default=0) + 1
     if "epochs" not in config and trials > 1:  # trial lines without a policy: the epochs the samples have (aefgate)
         config["epochs"] = trials
+    if config.get("epochs", 1) > 1 and kept is None:
+        # a case run once in a run with trials (aefgate's extension): its Scores say so (metadata.aef.trial null), so
+        # that the import does not read its sample as epoch 1 of trials without a reduction (IN-8, RES-8)
+        for ((case, _trial), glines), sample in zip(groups.items(), samples):
+            if all("trial" not in line for line in glines):
+                for score in sample["scores"].values():
+                    score["metadata"]["aef"]["trial"] = None
     # what made the run, as an import keeps it in run.json's ext (aefgate's extension, docs/mappings/inspect.md)
     made = (run.get("ext") or {}).get("inspect_ai") or {}
     for src_key, dst in (("generate_config", "model_generate_config"), ("task_args", "task_args"),
@@ -303,7 +328,7 @@ def export_run(
     summary_path = root / "summary.json"
     if summary_path.is_file() and kept is None:  # (a kept log's results are Inspect's, as written)
         header["results"] = _results(jsonio.read_json(summary_path), jsonio.read_json(root / "metrics.json"),
-                                     len(samples), map_scorers)
+                                     len(samples), map_scorers, scored, omit_unscored)
     stats: dict[str, Any] = {"started_at": run["startedAt"]}
     if run.get("endedAt") is not None:
         stats["completed_at"] = run["endedAt"]
@@ -461,10 +486,11 @@ def _evidence_records(root: Path) -> dict[str, dict[str, Any]]:
 
 def _sample(case: str, trial: int, lines: list[dict[str, Any]], evidence: Mapping[str, Any], blobs: _Blobs,
             content_on: bool, rebuild: bool = False, model: str = "",
-            aigp: frozenset[str] | None = None) -> dict[str, Any]:
+            aigp: frozenset[str] | None = None, span: bool = False, label_values: bool = False) -> dict[str, Any]:
     where = f"case {case!r}" + (f" trial {trial}" if trial else "")
     # case content (IN-5, R7I-6): only the records the sample's lines cite
     content: dict[str, str] = {}
+    transcripts: dict[str, None] = {}  # rebuild: every different transcript the lines cite, in order
     for line in lines:
         for eid in line.get("evidence") or ():
             rec = evidence.get(eid)
@@ -483,6 +509,10 @@ def _sample(case: str, trial: int, lines: list[dict[str, Any]], evidence: Mappin
             text = blobs.text(link["blob"], f"{where}: evidence {eid}")
             if text is None:
                 continue
+            if kind == "transcript":  # (rebuild) one list of messages: each transcript's in turn
+                transcripts.setdefault(text, None)
+                content.setdefault(kind, text)
+                continue
             if kind in content and content[kind] != text:
                 raise Refusal("IN-5", f"two cited {kind} records with different text for one sample",
                               f"{where}: evidence {eid}")
@@ -490,7 +520,7 @@ def _sample(case: str, trial: int, lines: list[dict[str, Any]], evidence: Mappin
     sample: dict[str, Any] = {"id": case, "epoch": trial + 1, "input": content.get("input", ""),
                               "target": content.get("expected", "")}
     if rebuild:  # aefgate's extension where IN-5 refuses (docs/mappings/inspect.md, "Output from evidence")
-        _rebuild_content(sample, content, model)
+        _rebuild_content(sample, content, model, list(transcripts))
     scores: dict[str, Any] = {}
     role_usage: dict[str, dict[str, Any]] = {}
     model_usage: dict[str, dict[str, Any]] = {}
@@ -498,7 +528,7 @@ def _sample(case: str, trial: int, lines: list[dict[str, Any]], evidence: Mappin
         lw = f"{where} at {line['path']!r}"
         if line["path"] in scores:
             raise Refusal("IN-5", "two lines of one sample at one path", lw)
-        scores[line["path"]] = _score_of(line, blobs, content_on, lw, aigp)
+        scores[line["path"]] = _score_of(line, blobs, content_on, lw, aigp, label_values)
         ann_model = (line.get("annotator") or {}).get("model")
         for u in line.get("usage") or ():
             _sum_into(role_usage, u["role"], u)
@@ -519,8 +549,17 @@ def _sample(case: str, trial: int, lines: list[dict[str, Any]], evidence: Mappin
         first = values[0]
         for v in values[1:]:
             same = parse_time(v) == parse_time(first) if member != "durationMs" else v == first
-            if not same:
-                raise Refusal("IN-5", f"the case's root lines carry two different {member} ({first!r}, {v!r})", where)
+            if same:
+                continue
+            if not span:
+                raise Refusal("IN-5", f"the case's root lines carry two different {member} ({first!r}, {v!r}): an "
+                                      "Inspect sample has one; the option 'case_times=span' gives it their span (the "
+                                      "earliest start, the latest end, the longest duration; aefgate's extension)",
+                              where)
+            # the span of the roots (aefgate's extension, docs/mappings/inspect.md)
+            later = parse_time(v) > parse_time(first) if member != "durationMs" else v > first
+            if later == (member != "startedAt"):
+                first = v
         sample[target] = first / 1000 if member == "durationMs" else first  # R7I-11
     return sample
 
@@ -540,11 +579,13 @@ def _is_messages(value: Any) -> bool:
                                                            for m in value)
 
 
-def _rebuild_content(sample: dict[str, Any], content: Mapping[str, str], model: str) -> None:
+def _rebuild_content(sample: dict[str, Any], content: Mapping[str, str], model: str,
+                     transcripts: list[str] | None = None) -> None:
     """A sample's content rebuilt from its captured evidence (``output_from_evidence``): the output evidence as the
     sample's ModelOutput (the ModelOutput itself when the blob is one, as an import from Inspect writes it; else its
-    text as the assistant message of one), the transcript as its messages, and an input or target that is a list of
-    chat messages (JCS, IN-8) as that list."""
+    text as the assistant message of one), the transcript as its messages (several different transcripts the lines
+    cite: the messages of each in turn), and an input or target that is a list of chat messages (JCS, IN-8) as that
+    list."""
     for member in ("input", "target"):
         value = _json_text(sample[member])
         if _is_messages(value) or (member == "target" and isinstance(value, list)
@@ -559,24 +600,30 @@ def _rebuild_content(sample: dict[str, Any], content: Mapping[str, str], model: 
             sample["output"] = {"model": model, "choices": [{"message": {"role": "assistant", "content": text,
                                                                            "source": "generate"},
                                                               "stop_reason": "stop"}], "completion": text}
-    transcript = content.get("transcript")
-    if transcript is not None:
+    messages: list[Any] = []
+    for transcript in transcripts or ([content["transcript"]] if "transcript" in content else []):
         value = _json_text(transcript)
         if _is_messages(value):
-            sample["messages"] = value
+            messages.extend(value)
         else:
-            sample["messages"] = [{"role": "assistant", "content": transcript, "source": "generate"}]
+            messages.append({"role": "assistant", "content": transcript, "source": "generate"})
+    if messages:
+        sample["messages"] = messages
 
 
 def _results(summary: Mapping[str, Any], metrics: Mapping[str, Any], n_samples: int,
-             map_scorers: bool = False) -> dict[str, Any]:
+             map_scorers: bool = False, scored: Mapping[str, set[str]] | None = None,
+             omit_unscored: bool = False) -> dict[str, Any]:
     """IN-3: one EvalScore per summary entry. With ``map_scorers`` (aefgate's extension where IN-3 refuses), a path
     with entries for several metrics is written as Inspect writes a map-valued scorer: one EvalScore per metric,
-    named after it, with the path as its ``scorer``."""
+    named after it, with the path as its ``scorer``; an entry whose metric no line at its path scores (``scored``:
+    path -> metrics; a rate of the lines' states, like ``pass``) is no member of such a scorer: refused (IN-3), or
+    left out with ``omit_unscored``."""
     kinds = {m["id"]: m["kind"] for m in metrics.get("metrics", [])}
     out: list[dict[str, Any]] = []
     paths: set[str] = set()
     per_path: dict[str, int] = {}
+    lanes_of: dict[tuple[str, str], str] = {}  # (path, metric) -> the lane of its first entry
     for lane in summary.get("lanes", []):
         for e in lane["metrics"]:
             per_path[e["path"]] = per_path.get(e["path"], 0) + 1
@@ -584,9 +631,26 @@ def _results(summary: Mapping[str, Any], metrics: Mapping[str, Any], n_samples: 
         for e in lane["metrics"]:
             where = f"summary.json: {lane['lane']}/{e['metric']} at {e['path']!r}"
             mapped = map_scorers and per_path[e["path"]] > 1
+            if mapped and scored is not None and e["metric"] not in scored.get(e["path"], ()):
+                if omit_unscored:  # aefgate's extension: left out (the summary is a declared loss)
+                    continue
+                raise Refusal("IN-3", "two summary entries at one path, and no line at the path scores the metric "
+                                      f"{e['metric']!r} (a {kinds.get(e['metric'], 'metric')} of the lines' states): "
+                                      "a map-valued scorer's EvalScore reduces its members' scores, so the option "
+                                      "'map_scorers' cannot write it, and an import of it would find no line giving "
+                                      "its value (IN-9); the option 'omit_unscored' leaves such entries out of "
+                                      "results (aefgate's extension)", where)
             name = e["metric"] if mapped else e["path"]
             # names are unique, and a member's EvalScore is not named for another scorer: the import reads an entry
             # named for a scorer at that scorer's path
+            if mapped and (e["path"], e["metric"]) in lanes_of:
+                first_lane = lanes_of[(e["path"], e["metric"])]
+                raise Refusal("IN-3", f"two summary entries for the metric {e['metric']!r} at one path, in the lanes "
+                                      f"{first_lane!r} and {lane['lane']!r}: an Inspect log has "
+                                      "no lanes and one EvalScore per scorer and metric, so even the option "
+                                      "'map_scorers' cannot write both, and no value a user could give would tell "
+                                      "them apart", where)
+            lanes_of.setdefault((e["path"], e["metric"]), lane["lane"])
             if name in paths or (mapped and name in per_path and name != e["path"]):
                 raise Refusal("IN-3", "two summary entries at one path: Inspect has one EvalScore per scorer"
                               + ("" if map_scorers else " (the option 'map_scorers' writes them as a map-valued "
@@ -625,6 +689,9 @@ def to_inspect(
     grader_types: bool = False,
     task: str | None = None,
     model: str | None = None,
+    case_times: str | None = None,
+    omit_unscored: bool = False,
+    label_values: bool = False,
 ) -> Path:
     """Convert an AEF run into an Inspect eval log at ``out_path`` (``.json`` or ``.eval``, by its suffix unless
     ``fmt`` says). The run must verify (IN-11, exit 1); a run with overlay events is refused unless
@@ -641,7 +708,12 @@ def to_inspect(
     check_file_destination(out, (run_dir,))  # absent, under a folder (OUT-1), not inside the run (OUT-2)
     header, samples = export_run(run_dir, ignore_overlays=ignore_overlays, withheld_ok=withheld_ok,
                                  output_from_evidence=output_from_evidence, map_scorers=map_scorers,
-                                 grader_types=grader_types, task=task, model=model)
+                                 grader_types=grader_types, task=task, model=model, case_times=case_times,
+                                 omit_unscored=omit_unscored, label_values=label_values)
+    version = header.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version not in READ_VERSIONS[fmt]:
+        # a kept version-3 header (a .eval's) written as .json: the highest version Inspect's JSON reader reads
+        header = {**header, "version": max(READ_VERSIONS[fmt])}
     write_log(out, header, samples, fmt=fmt)
     return out
 

@@ -9,8 +9,8 @@ processes, resumably (:mod:`aefgate.converters.batch`, as ``import store-v1 --al
 - The run folder of ``DIR/a/b.eval`` is ``OUT/a/b`` (the log's path relative to ``DIR``, without its suffix). When
   two logs would share one (``b.eval`` and ``b.json``), or a log's would hold another's (``a.eval`` beside the
   folder ``a/``), the log's keeps its suffix as ``--eval`` / ``--json`` (``OUT/a/b--json``).
-- Each log is imported by :func:`~.importer.from_inspect` (the single-log import), atomically: a refused log leaves
-  nothing, the others go on.
+- Each log is imported by :func:`~.importer.from_inspect` (the single-log import, with its options: ``lossless``
+  on by default), atomically: a refused log leaves nothing, the others go on.
 - Resumable: ``OUT/.aefgate-inspect-import.jsonl`` records, per log, the folders it was imported into and their
   key (the log's SHA-256 and the options that change what is written), each line written before its import starts
   (:class:`~aefgate.converters.batch.StateFile`). A log whose key is recorded, its folder holding a run, is skipped
@@ -146,10 +146,10 @@ def _one(task: dict[str, Any]) -> dict[str, Any]:
         return {"status": "skipped", "reason": "unchanged", "output": str(out_dir / d.folder), "key": key,
                 "sourceDigest": digest}
     batch.StateFile.append(task["state"], "inspect", task["log"], d.folder, key)  # before: see StateFile
-    more = {"lossless": True} if opts["lossless"] else {}
     run_dir = from_inspect(source, out_dir / d.folder, target_mode=opts["target_mode"],
                            content_capture=opts["content_capture"], at=opts["at"],
-                           key=batch.signing_key(opts["key"]), grader_types=opts["grader_types"], **more)
+                           key=batch.signing_key(opts["key"]), grader_types=opts["grader_types"],
+                           lossless=opts["lossless"])
     row: dict[str, Any] = {"status": "re-imported" if d.again else "imported", "folder": d.folder, "key": key,
                            "sourceDigest": digest, **describe_run(Path(run_dir))}
     if d.again:
@@ -163,7 +163,7 @@ def _one(task: dict[str, Any]) -> dict[str, Any]:
 def import_folder(src: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, jobs: int | None = None,
                   target_mode: str = "live", content_capture: str = "on", at: str | None = None,
                   key: str | os.PathLike[str] | None = None, grader_types: bool = False,
-                  lossless: bool = False) -> dict[str, Any]:
+                  lossless: bool = True) -> dict[str, Any]:
     """Import every Inspect log under the folder ``src`` into ``out_dir`` (see the module docstring); the report:
     ``{"input", "output", "jobs", "logs": [row...], "counts", "workers", "seconds"}``, one row per log and per file
     skipped, in path order, each with its ``status`` (``imported``, ``re-imported``, ``skipped`` with its

@@ -35,7 +35,7 @@ from aefgate.converters.inspect.common import (
     MAX_REASON, MEAN_METRICS, MODEL_BLAME, NO_MESSAGE, NO_VALUE, READ_VERSIONS, RECOMPUTED, SAFE_INT, TOKENS,
     TYPED_ABSENCES, _ID, CONTENT_MEMBERS, KEPT_HEADER, KEPT_REDUCTIONS, KEPT_SAMPLES, SCORE_CONTENT,
     _KIND_BYTE, _METHOD, _REDUCERS_IMPORT, _TEXT_BAD, _VERSION, _close, _cut, _int_value, _is_nan, _is_num, _kind,
-    _utc, encode_name,
+    _utc, encode_name, without_credentials,
 )
 
 
@@ -366,6 +366,20 @@ def _read_score(score: Any, key: str, where: str, content_on: bool) -> _ScoreRea
         ext["metadata"] = meta
     explanation = score.get("explanation") if content_on else None
     return _ScoreRead(state, scores, line_reason, explanation or None, ext)
+
+
+def _run_once(sample: Mapping[str, Any], epoch: int) -> bool:
+    """A sample an AEF export wrote for a case run once in a run with trials (aefgate's extension,
+    docs/mappings/inspect.md): epoch 1, and each of its Scores' ``metadata.aef`` says ``"trial": null``."""
+    scores = sample.get("scores")
+    if epoch != 1 or not isinstance(scores, dict) or not scores:
+        return False
+    for sc in scores.values():
+        aef = (sc.get("metadata") or {}).get("aef") if isinstance(sc, dict) and isinstance(sc.get("metadata"), dict) \
+            else None
+        if not isinstance(aef, dict) or "trial" not in aef or aef["trial"] is not None:
+            return False
+    return True
 
 
 #: Inspect's built-in scorers that compare text by code, no model (inspect_ai.scorer): docs/mappings/aigp.md
@@ -747,8 +761,8 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
     if ended is not None:
         run["endedAt"] = ended
     run["contentCapture"] = content_capture
-    if ext:
-        run["ext"] = {"inspect_ai": ext}
+    if ext:  # [RUN-10]: no member named like a credential (a task argument api_key, ...): dropped, a declared loss
+        run["ext"] = {"inspect_ai": without_credentials(ext, "", [])}
 
     reductions = header.get("reductions") or []
     _check_reductions(reductions)
@@ -867,7 +881,7 @@ def import_log(
     total: int | None = None,
     progress: Callable[[int, int | None], None] | None = None,
     grader_types: bool = False,
-    lossless: bool = False,
+    lossless: bool = True,
 ) -> Path:
     """Inspect -> AEF over an eval log's header (the EvalLog without samples, with ``reductions``) and its samples
     (an iterable, read once, as they stream). Writes the run at ``out_dir`` (absent or empty) and returns it; see
@@ -910,7 +924,7 @@ def import_log(
             imp = _Importer(b, h, roles, content_on, closed=closed, by_case=by_case)
             imp.grader_types = grader_types
             if lossless:  # aefgate's extension (docs/mappings/inspect.md, "Lossless round trips")
-                b.add_ext_file(KEPT_HEADER, dumps(_kept_header(header, content_on)))
+                b.add_ext_file(KEPT_HEADER, _kept_json(_kept_header(header, content_on), ""))
                 imp.kept = b.ext_stream(KEPT_SAMPLES)
             if by_case:
                 imp.index_reductions(reduction_events or ())
@@ -932,7 +946,7 @@ def import_log(
                 reds = header["reductions"] if "reductions" in header else \
                     (log.reductions() if log is not None else None)
                 if reds is not None:
-                    b.add_ext_file(KEPT_REDUCTIONS, dumps(_kept_reductions(reds, content_on)))
+                    b.add_ext_file(KEPT_REDUCTIONS, _kept_json(_kept_reductions(reds, content_on), "/reductions"))
             if closed:
                 # sealing verifies the whole run first (every check of section 3.9): that verification is IN-11's
                 try:
@@ -1115,7 +1129,7 @@ class _Importer:
                 raise Refusal("IN-8", f"two samples of case {case_id!r} at epoch {epoch}: two scores of one case, "
                                       "path and epoch", where)
             self.samples_seen.add(seen_key)
-        trial = epoch - 1 if self.trials else None
+        trial = epoch - 1 if self.trials and not _run_once(sample, epoch) else None
 
         scores = sample.get("scores")
         if scores is not None and not isinstance(scores, dict):
@@ -1184,7 +1198,7 @@ class _Importer:
             raise Refusal("IN-8", "a sample without scores", f"{where}/scores")
 
         if self.kept is not None:
-            self.kept.write(dumps(_residue(sample, blobbed, nodes, self.content_on)) + b"\n")
+            self.kept.write(_kept_json(_residue(sample, blobbed, nodes, self.content_on), where) + b"\n")
         for i, node in enumerate(nodes):
             for s in node.get("scores", ()):
                 self._declare(s["metric"], f"{where}/scores/{node['path']}")
@@ -1361,6 +1375,15 @@ class _Importer:
 # -- lossless: what the mapping does not place, kept in ext/ files (docs/mappings/inspect.md) ----------------------
 
 
+def _kept_json(value: Any, where: str) -> bytes:
+    """A kept value as Inspect's JSON, without the members named like a credential ([RUN-10]: nothing in ext is a
+    key, token or password; ``eval.model_args.api_key`` and the like are dropped, a declared loss)."""
+    text = dumps(value)
+    dropped: list[str] = []
+    value = without_credentials(value, where, dropped, text)
+    return dumps(value) if dropped else text
+
+
 def _kept_header(header: Mapping[str, Any], content_on: bool) -> dict[str, Any]:
     """The log's header as written (no samples, no reductions); with content off, without the plan's step
     parameters, which may hold prompts ([RUN-11])."""
@@ -1470,7 +1493,7 @@ def from_inspect(
     key: Any = None,
     progress: Callable[[int, int | None], None] | None = None,
     grader_types: bool = False,
-    lossless: bool = False,
+    lossless: bool = True,
 ) -> Path:
     """Convert an Inspect eval log (``.eval`` or ``.json``) into an AEF run at ``out_dir`` (absent or empty).
 

@@ -17,7 +17,23 @@ with ``contentCapture: off`` does not keep; without it (the page's mapping, the 
 
 from __future__ import annotations
 
-from aefgate.converters.registry import Loss
+from aefgate.converters.registry import GIVEN, Loss
+
+
+class _CredentialName:
+    """A member name that says it holds a credential: the builder's [RUN-10] list (api_key, password, token,
+    secret, authorization, ...), loaded when a round trip first asks (so listing the formats stays fast)."""
+
+    def __call__(self, name: str) -> bool:
+        from aefgate.converters.inspect.common import is_credential_name
+
+        return is_credential_name(name)
+
+    def __str__(self) -> str:
+        return "a member named like a credential (a key, token or password: the RUN-10 names)"
+
+    def __repr__(self) -> str:
+        return "_CredentialName()"
 
 __all__ = ["LOSSES_FROM_INSPECT", "LOSSES_TO_INSPECT"]
 
@@ -68,6 +84,25 @@ LOSSES_TO_INSPECT: tuple[Loss, ...] = (
          "reason when the line has one, else the reasoning's text), which comes back as a reasoning blob (none with "
          "contentCapture off); the other text is lost", ("results:reason", "results:reasoning.**"),
          lines="not_typed_absence", source="aefgate"),
+    Loss("A case's time that only some of its root lines carry: an Inspect sample has one time, which comes back on "
+         "each of the sample's lines (its duration on the first, IN-8), so a root line without it gains it",
+         ("results:startedAt", "results:endedAt", "results:durationMs"), lines="lacking", source="aefgate"),
+    Loss("A run with trial lines and no execution policy: the log's eval.config.epochs says how many epochs its "
+         "samples have, and comes back as the policy's trialsPerCase",
+         ("run.json:suite.executionPolicy.trialsPerCase",), source="aefgate"),
+    Loss("With the option task (a run without a suite:<task>): the run's suite (none, or a ref that is not "
+         "suite:<task>) comes back as suite:<task> at the version the log gives (0 when the run has none)",
+         ("run.json:suite.ref", "run.json:suite.version"), when={"task": (GIVEN,)}, source="aefgate"),
+    Loss("With the option case_times=span: the times of a case's root lines that differ; the sample has their span "
+         "(the earliest start, the latest end, the longest duration), which comes back on each of its lines (the "
+         "duration on the first)", ("results:startedAt", "results:endedAt", "results:durationMs"),
+         when={"case_times": ("span",)}, lines="root", source="aefgate"),
+    Loss("With the option label_values (round trips): a score label other than Inspect's letters (C, I, P, N); the "
+         "score is written as its value and the label comes back only as data in the line's ext "
+         "(Score.metadata.aef.labels)", ("results:scores[].label",), when={"label_values": (True,)}, source="aefgate"),
+    Loss("With the option omit_unscored: the summary entries whose metric no line at their path scores (a rate of "
+         "the lines' states) are left out of results; the summary comes back computed from the lines",
+         ("file:summary.json",), when={"omit_unscored": (True,)}, source="aefgate"),
     Loss("The order of the result lines: an import writes them in the order the log gives its samples, a case's "
          "rollups after its epochs when the log is a .eval (read case by case) and after all samples when it is a "
          ".json", ("results:order",), source="aefgate"),
@@ -98,6 +133,10 @@ LOSSES_FROM_INSPECT: tuple[Loss, ...] = (
          ("samples:scores.*.explanation", "samples:scores.*.answer", "reductions:samples"), when=_OFF),
     # aefgate's additions (docs/mappings/inspect.md, "The source cycle"). The page's items above hold for its
     # mapping; with lossless, what they name comes back (the harness lists them as declared but kept).
+    Loss("Members named like a credential (api_key, password, token, secret, authorization, ...: the names RUN-10 "
+         "gives) that hold a value, in the log's header (eval.model_args, task_args, ...), samples or reductions: "
+         "dropped, never kept in the run ([RUN-10]: nothing in ext is a key, token or password)",
+         ("header:**", "samples:**", "reductions:**"), segment=_CredentialName(), source="aefgate"),
     Loss("With lossless and contentCapture off: the plan's step parameters (they may hold prompts, RUN-11)",
          ("header:plan.steps",), when={"content_capture": ("off",), "lossless": (True,)}, source="aefgate"),
     # without lossless (the page's mapping): what Inspect -> AEF -> Inspect does not bring back
