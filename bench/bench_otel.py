@@ -3,7 +3,9 @@
     python bench/bench_otel.py [--events 100000] [--per-line 100] [--repeat 3]
 
 Generates an OTLP/JSON logs file (one ``LogsData`` per line, ``--per-line`` ``gen_ai.evaluation.result`` records
-each, parented to spans, as the SDK's file exporter writes them: distinct cases, two metrics), then measures, as
+each, parented to spans, shaped as the OpenTelemetry SDK 1.45 writes them: the SDK's resource attributes, an empty
+``body``, ``observedTimeUnixNano`` and no ``timeUnixNano`` (``Logger.emit(event_name=...)``), ``flags``; distinct
+cases, two metrics), then measures, as
 separate processes (best wall seconds of ``--repeat``, peak RSS of the process tree): ``aefgate import otel FILE
 OUT --at ...`` (read, check, write, verify, seal: the whole import) and the baseline, a process that reads the file
 line by line with ``json.loads``. Prints the events/s of each and the ratio. Run at 10,000 and 100,000 events to see
@@ -34,8 +36,8 @@ def make(path: Path, events: int, per_line: int) -> None:
             for _ in range(min(per_line, events - n)):
                 case, metric = divmod(n, 2)
                 recs.append({
-                    "timeUnixNano": str(1796080907512565929 + n * 1000), "severityNumber": 9,
-                    "traceId": f"{case:032x}", "spanId": f"{case + 1:016x}", "flags": 1,
+                    "observedTimeUnixNano": str(1796080907512565929 + n * 1000), "severityNumber": 9,
+                    "body": {}, "traceId": f"{case + 1:032x}", "spanId": f"{case + 1:016x}", "flags": 1,
                     "eventName": "gen_ai.evaluation.result",
                     "attributes": [
                         {"key": "gen_ai.evaluation.name", "value": {"stringValue": ("Relevance", "Groundedness")[metric]}},
@@ -46,6 +48,9 @@ def make(path: Path, events: int, per_line: int) -> None:
                     ]})
                 n += 1
             doc = {"resourceLogs": [{"resource": {"attributes": [
+                {"key": "telemetry.sdk.language", "value": {"stringValue": "python"}},
+                {"key": "telemetry.sdk.name", "value": {"stringValue": "opentelemetry"}},
+                {"key": "telemetry.sdk.version", "value": {"stringValue": "1.45.2"}},
                 {"key": "service.name", "value": {"stringValue": "bench-evals"}}]},
                 "scopeLogs": [{"scope": {"name": "bench"}, "logRecords": recs}]}]}
             f.write(json.dumps(doc, separators=(",", ":")) + "\n")
@@ -54,7 +59,7 @@ def make(path: Path, events: int, per_line: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=100_000)
-    ap.add_argument("--per-line", type=int, default=100)
+    ap.add_argument("--per-line", type=int, default=512)  # the SDK's batch exporter: 512 records a request
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="aefgate-bench-otel-"))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aefgate.bus.otlp_bus import (HDR_SIGNAL, HDR_SUBJECT, HDR_TRACES, build_run, by_trace, journal_lines,
+from aefgate.bus.otlp_bus import (HDR_REJECTED, HDR_SIGNAL, HDR_SUBJECT, HDR_TRACES, build_run, by_trace, journal_lines,
                                   journal_name, split)
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
@@ -128,6 +128,7 @@ def test_build_run_leaves_out_a_repeated_metric_and_fetches_the_spans(tmp_path: 
     assert verify_run(tmp_path / "run").outcome == "intact"
     header = jsonio.read_json(tmp_path / "run" / "run.json")
     assert header["runId"] == "travel-assistant-evals"
+    assert header["ext"]["aefgate.otel"] == {"rejectedAtIntake": 1}  # the repeat left out: counted in the run
     spans = [s for _, d in jsonio.iter_ndjson(tmp_path / "run" / "traces.otlp.jsonl") for s in _records(d, "traces")]
     assert len(spans) == len({(s["traceId"], s["spanId"]) for s in spans}) == 4
     # the second generation's run id; a group without an evaluation event makes no run
@@ -140,3 +141,29 @@ def test_build_run_leaves_out_a_repeated_metric_and_fetches_the_spans(tmp_path: 
     assert build_run([plain], tmp_path / "run3", tmp_path / "work3", gen=1, at=None, key=None, target_mode=None,
                      fetch_spans=None) is None
     assert not (tmp_path / "run3").exists()
+
+
+def test_the_receivers_rejections_reach_the_run_of_their_group(tmp_path: Path) -> None:
+    """``Aefgate-Rejected`` (the events a bus receiver rejected at intake, per group) becomes each group's journal
+    record's count, also for a group none of whose events was kept; the run built counts them in its ext."""
+    doc = _docs("logs.otlp.jsonl")[0]
+    headers, body = _message(doc)
+    headers[HDR_REJECTED] = json.dumps([["svc", "travel-assistant-evals", 2], ["run", "gone", 3]])
+    out = journal_lines(headers, body, "nats:S#1", 1)
+    recs = {k: [json.loads(x) for x in v] for k, v in out.items()}
+    assert [r["r"] for r in recs[journal_name(("svc", "travel-assistant-evals"))]] == [2]
+    (gone,) = recs[journal_name(("run", "gone"))]
+    assert gone["r"] == 3 and gone["o"] == {"resourceLogs": []}
+    # the same header on another message: another record (counts of two requests are not one retry)
+    other = journal_lines(headers, jsonio.dumps(_docs("logs.otlp.jsonl")[1]), "nats:S#2", 2)
+    assert json.loads(other[journal_name(("run", "gone"))][0])["k"] != gone["k"]
+    built = build_run(recs[journal_name(("svc", "travel-assistant-evals"))], tmp_path / "run", tmp_path / "w", gen=1,
+                      at="2026-12-04T08:00:00Z", key=None, target_mode=None, fetch_spans=None)
+    assert built is not None
+    assert jsonio.read_json(tmp_path / "run" / "run.json")["ext"]["aefgate.otel"] == {"rejectedAtIntake": 2}
+    assert build_run([gone], tmp_path / "run2", tmp_path / "w2", gen=1, at=None, key=None, target_mode=None,
+                     fetch_spans=None) is None  # no event kept: no run (the receiver's counts say so)
+    headers[HDR_REJECTED] = "not json"
+    with pytest.raises(Refusal) as e:
+        journal_lines(headers, body, "nats:S#3", 3)
+    assert e.value.rule == "INGEST-1"

@@ -35,9 +35,10 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import unquote, urlsplit
 
 from aefgate.bus.names import _token, run_name
+from aefgate.converters.otel.common import RUN_ID_KEY, group_key, is_evaluation, run_id_part
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
-from aefgate.formats.otlp import attributes, decode_body, value_of
+from aefgate.formats.otlp import attributes, decode_body, is_null_id, value_of
 
 __all__ = [
     "Publisher",
@@ -51,31 +52,15 @@ __all__ = [
     "by_trace",
 ]
 
-EVENT = "gen_ai.evaluation.result"
-RUN_ID_KEY = "test.suite.run.id"
 HDR_SIGNAL = "Aefgate-Otlp"
 HDR_SUBJECT = "Aefgate-Subject"
 HDR_TRACES = "Aefgate-Traces"
+HDR_REJECTED = "Aefgate-Rejected"  # the request's evaluation events the receiver rejected, per group (JSON)
 PREFIX = "otel~"
-_ID_BAD = re.compile(r"[^A-Za-z0-9._:-]")
 _TOP = {"logs": ("resourceLogs", "scopeLogs", "logRecords"), "traces": ("resourceSpans", "scopeSpans", "spans")}
 
 
 # -- runs: keys, journal names, run ids ---------------------------------------------------------------------------
-
-
-def run_id_part(text: str) -> str:
-    """A run id made of a suite run id or a service name: ``[A-Za-z0-9._:-]``, other characters as ``_``."""
-    return _ID_BAD.sub("_", text)[:100] or "run"
-
-
-def group_key(record: dict, resource_run: Any, service: Any) -> tuple[str, str]:
-    """A log record's run: ``("run", test.suite.run.id)`` from the resource, else from the record, else
-    ``("svc", service.name)``."""
-    run = resource_run if resource_run is not None else value_of(attributes(record.get("attributes")).get(RUN_ID_KEY))
-    if run:
-        return ("run", str(run))
-    return ("svc", service if isinstance(service, str) and service else "unknown")
 
 
 def journal_name(key: tuple[str, str]) -> str:
@@ -213,8 +198,11 @@ class Publisher:
                           exit_code=1) from None
         self.limit = max(4096, int(getattr(self.nc, "max_payload", 1 << 20) or (1 << 20)) - 4096)
 
-    async def publish(self, signal: str, doc: dict, digest: str, subject: str | None = None) -> None:
-        """Publish a request's pieces and wait until JetStream acknowledged every one (an exception otherwise)."""
+    async def publish(self, signal: str, doc: dict, digest: str, subject: str | None = None,
+                      rejected: dict[tuple[str, str], int] | None = None) -> None:
+        """Publish a request's pieces and wait until JetStream acknowledged every one (an exception otherwise).
+        ``rejected``: the evaluation events the intake rejected, per group (``Aefgate-Rejected`` on the first piece:
+        the run that is built counts them)."""
         jobs: list[tuple[str, bytes, dict]] = []
         if signal == "logs":
             headers = {HDR_SIGNAL: "logs", "Content-Type": "application/json",
@@ -222,7 +210,9 @@ class Publisher:
             if subject:
                 headers[HDR_SUBJECT] = subject
             for i, piece in enumerate(split(doc, "logs", self.limit)):
-                jobs.append((self.subject, piece, {**headers, "Nats-Msg-Id": f"{digest}-{i}"}))
+                extra = {HDR_REJECTED: jsonio.dumps([[k[0], k[1], n] for k, n in rejected.items()]).decode()} \
+                    if rejected and i == 0 else {}
+                jobs.append((self.subject, piece, {**headers, **extra, "Nats-Msg-Id": f"{digest}-{i}"}))
         else:
             headers = {HDR_SIGNAL: "traces", "Content-Type": "application/json"}
             for tid, part in sorted(by_trace(doc).items()):
@@ -266,18 +256,31 @@ def journal_lines(headers: dict[str, str], data: bytes, where: str, seq: int | N
             for rec in sl.get("logRecords") or ():
                 if not isinstance(rec, dict):
                     raise Refusal("OTLP-1", "a logRecord is an object", where)
-                if rec.get("eventName") == EVENT:
+                if is_evaluation(rec):
                     check.seen.clear()
                     check._event(rec, where)
                 groups.setdefault(group_key(rec, res_run, service), []).append((rl, sl, rec))
+    rejected: dict[tuple[str, str], int] = {}
+    if headers.get(HDR_REJECTED):
+        try:
+            rejected = {(str(k), str(v)): int(n) for k, v, n in jsonio.loads(headers[HDR_REJECTED].encode(),
+                                                                             top_object=False)}
+        except (jsonio.JsonProblem, TypeError, ValueError):
+            raise Refusal("INGEST-1", f"{HDR_REJECTED}: not a list of [kind, value, count]", where) from None
+    for key in rejected:
+        groups.setdefault(key, [])
     out: dict[str, list[bytes]] = {}
     traces = headers.get(HDR_TRACES)
     subject = headers.get(HDR_SUBJECT)
     for key, triples in groups.items():
         piece = _assemble(triples, "logs")
         name = journal_name(key)
-        rec: dict[str, Any] = {"k": hashlib.sha256(jsonio.dumps(piece)).hexdigest()[:32], "w": where, "j": name,
-                               "g": list(key), "o": piece}
+        # a group with only rejected events: a piece of no record, told apart by the message it came in (a retry of
+        # the message is the same, and kept once)
+        k = hashlib.sha256(jsonio.dumps(piece) if triples else b"rejected\0" + data).hexdigest()[:32]
+        rec: dict[str, Any] = {"k": k, "w": where, "j": name, "g": list(key), "o": piece}
+        if rejected.get(key):
+            rec["r"] = rejected[key]
         if seq is not None:
             rec["n"] = seq
         if traces:
@@ -298,7 +301,7 @@ def has_spans(traces: list[dict], docs: list[dict]) -> bool:
              for d in traces for _r, _s, sp in _items(d, "traces")}
     for d in docs:
         for _r, _s, rec in _items(d, "logs"):
-            if rec.get("eventName") == EVENT and rec.get("spanId"):
+            if is_evaluation(rec) and not is_null_id(rec.get("spanId")) and not is_null_id(rec.get("traceId")):
                 if (str(rec.get("traceId", "")).lower(), rec["spanId"].lower()) not in spans:
                     return False
     return True
@@ -317,29 +320,35 @@ def build_run(records: Iterable[dict], stage: Path, work: Path, *, gen: int, at:
     """The run of a group's journal records (in stream order, repeats already dropped) at ``stage``. None when
     they hold no evaluation event (the group's other logs make no run)."""
     from aefgate.converters.otel.importer import _Events, from_otel
+    from aefgate.formats.aef.times import parse_time
 
     check = _Events(True)
     built = Built()
+    last: str | None = None  # the latest event time: a fixed seal time (--at-fixed) never precedes the run's end
     docs: list[dict] = []
     trace_ids: dict[str, None] = {}
     where_traces: str | None = None
     group: tuple[str, str] | None = None
     subject: str | None = None
     service: str | None = None
+    intake_rejected = 0
     for rec in records:
         group = group or (rec["g"][0], rec["g"][1])
+        intake_rejected += rec.get("r", 0)
         subject = subject or rec.get("s")
         where_traces = where_traces or rec.get("t")
         triples = []
         for rl, sl, lr in _items(rec["o"], "logs"):
-            if lr.get("eventName") == EVENT:
+            if is_evaluation(lr):
                 try:
-                    check._event(lr, rec["w"])
+                    line = check._event(lr, rec["w"])
                 except Refusal as r:  # a later event repeating a (case, metric): OT-6, dead-lettered
                     built.dropped.append((r, lr))
                     continue
                 built.events += 1
-                if isinstance(lr.get("traceId"), str) and lr["traceId"]:
+                if "endedAt" in line and (last is None or parse_time(line["endedAt"]) > parse_time(last)):
+                    last = line["endedAt"]
+                if not is_null_id(lr.get("traceId")):
                     trace_ids.setdefault(lr["traceId"].lower(), None)
                 if service is None:
                     s = value_of(attributes((rl.get("resource") or {}).get("attributes")).get("service.name"))
@@ -371,9 +380,11 @@ def build_run(records: Iterable[dict], stage: Path, work: Path, *, gen: int, at:
             built.traces = True
         elif traces:
             built.warning = "a span an event is parented to never arrived: the run is written without its traces"
+    if at is not None and last is not None and parse_time(last) > parse_time(at):
+        at = last
     from_otel(logs, stage, traces=trace_files, run_id=run_id_of(group, gen), source="aefgate serve ingest (OTLP)",
               subject=subject or f"agent:{service or 'otlp-receiver'}", target_mode=target_mode or "live", at=at,
-              key=key)
+              key=key, skip_unplaceable=True, rejected_before=intake_rejected + len(built.dropped))
     return built
 
 

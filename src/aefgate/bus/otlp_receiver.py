@@ -43,14 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from aefgate.bus.otlp_bus import RUN_ID_KEY, group_key, has_spans, run_id_part
+from aefgate.bus.otlp_bus import has_spans
+from aefgate.converters.otel.common import RUN_ID_KEY, group_key, is_evaluation, result_mark, run_id_part
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
-from aefgate.formats.otlp import MAX_BODY, attributes, decode_body, value_of
+from aefgate.formats.otlp import MAX_BODY, attributes, decode_body, is_null_id, value_of
 
 __all__ = ["Receiver", "serve"]
-
-EVENT = "gen_ai.evaluation.result"
 
 
 # -- the journal ----------------------------------------------------------------------------------------------------
@@ -106,9 +105,10 @@ class Group:
     run_id: str
     service: str | None
     docs: list[dict] = field(default_factory=list)
-    seen: set[bytes] = field(default_factory=set)  # digests of (case, metric): OT-6's "the same metric twice"
+    seen: set[bytes] = field(default_factory=set)  # result_mark of each event: OT-6's "the same metric twice"
     trace_ids: set[str] = field(default_factory=set)
     events: int = 0
+    rejected: int = 0  # the group's evaluation events rejected at intake (partial success): in the sealed run's ext
     last: float = 0.0
 
 
@@ -120,7 +120,8 @@ class Assembler:
         self.spans: dict[str, list[dict]] = {}  # trace id -> TracesData subsets holding its spans
         self.sealed = sealed
         self.taken: set[str] = set(sealed)
-        self.pending: dict[tuple[str, str], set[bytes]] = {}  # (case, metric) marks of a group not made yet
+        self.pending: dict[tuple[str, str], set[bytes]] = {}  # result marks of a group not made yet
+        self.pending_rejected: dict[tuple[str, str], int] = {}  # rejected events of a group not made yet
 
     def _group(self, key: tuple[str, str], service: str | None, seq: int, now: float) -> Group:
         g = self.groups.get(key)
@@ -130,12 +131,24 @@ class Assembler:
             self.taken.add(rid)
             g = self.groups[key] = Group(key, rid, service)
             g.seen = self.pending.pop(key, set())
+            g.rejected = self.pending_rejected.pop(key, 0)
         g.last = now
         return g
 
+    def reject(self, key: tuple[str, str], n: int) -> None:
+        """Count ``n`` evaluation events of the group ``key`` rejected at intake."""
+        g = self.groups.get(key)
+        if g is not None:
+            g.rejected += n
+        else:
+            self.pending_rejected[key] = self.pending_rejected.get(key, 0) + n
+
     def add_logs(self, seq: int, doc: dict, now: float, marks: bool = False) -> None:
         """Place a journaled request's records in their groups; with ``marks`` (a replay), also note each event's
-        (case, metric), which the intake check noted when the request came."""
+        result mark, which the intake check noted when the request came."""
+        from aefgate.converters.otel.importer import _Events
+
+        check = _Events(True) if marks else None
         for rl in doc.get("resourceLogs") or ():
             res = attributes((rl.get("resource") or {}).get("attributes"))
             service = value_of(res.get("service.name"))
@@ -152,14 +165,14 @@ class Assembler:
                     piece["scopeLogs"] = [{**{k: v for k, v in sl.items() if k != "logRecords"}, "logRecords": recs}]
                     g.docs.append({"resourceLogs": [piece]})
                     for rec in recs:
-                        if rec.get("eventName") == EVENT:
+                        if is_evaluation(rec):
                             g.events += 1
-                            if marks:
-                                a = attributes(rec.get("attributes"))
-                                case = value_of(a.get("test.case.name")) or value_of(a.get("gen_ai.response.id"))
-                                name = value_of(a.get("gen_ai.evaluation.name"))
-                                g.seen.add(hashlib.blake2b(jsonio.dumps([case, name]), digest_size=8).digest())
-                            if isinstance(rec.get("traceId"), str) and rec["traceId"]:
+                            if check is not None:
+                                try:
+                                    g.seen.add(result_mark(check._line(rec, attributes(rec.get("attributes")), "")))
+                                except Refusal:
+                                    pass
+                            if not is_null_id(rec.get("traceId")):
                                 g.trace_ids.add(rec["traceId"].lower())
 
     def add_traces(self, doc: dict) -> None:
@@ -186,13 +199,13 @@ class Assembler:
 # -- intake checks ---------------------------------------------------------------------------------------------------
 
 
-def check_records(doc: dict, where: str, asm: Assembler | None = None) -> tuple[dict, int, str]:
-    """The logs request without the evaluation events the page cannot place (OT-6: each checked on its own, and,
-    with ``asm``, against the metrics its run already holds for the case), the number rejected and the first
-    reason."""
-    from aefgate.converters.otel.importer import _Events
+def check_records(doc: dict, where: str, asm: Assembler | None = None) -> tuple[dict, "Rejections"]:
+    """The logs request without the evaluation events the page cannot place (each checked on its own by the
+    importer's own check, OT-6 and [ENC-3]; and, with ``asm``, against the results its run already holds: the same
+    case, metric and trial again), and what was rejected, by reason and by group."""
+    from aefgate.converters.otel.importer import Unplaceable, _Events
 
-    rejected, first = 0, ""
+    out = Rejections()
     check = _Events(True)
     for rl in doc.get("resourceLogs") or ():
         res = attributes((rl.get("resource") or {}).get("attributes"))
@@ -201,28 +214,47 @@ def check_records(doc: dict, where: str, asm: Assembler | None = None) -> tuple[
         for sl in rl.get("scopeLogs") or ():
             kept = []
             for rec in sl.get("logRecords") or ():
-                if rec.get("eventName") == EVENT:
+                if is_evaluation(rec):
+                    a = attributes(rec.get("attributes"))
+                    key = group_key(rec, res_run, service, a)
                     check.seen.clear()
                     try:
-                        line = check._event(rec, where)
-                    except Refusal as e:
-                        rejected += 1
-                        first = first or f"[{e.rule}] {e.message}"
+                        line = check._event(rec, where, a)
+                        if asm is not None:
+                            g = asm.groups.get(key)
+                            mark = result_mark(line)
+                            seen = g.seen if g is not None else asm.pending.setdefault(key, set())
+                            if mark in seen:
+                                check.seen.add(mark)
+                                line = check._event(rec, where, a)  # raises: the same result again
+                            seen.add(mark)
+                    except Unplaceable as e:
+                        out.add(e, key)
                         continue
-                    if asm is not None:
-                        key = group_key(rec, res_run, service)
-                        g = asm.groups.get(key)
-                        mark = hashlib.blake2b(jsonio.dumps([line["caseId"], line["path"]]), digest_size=8).digest()
-                        seen = g.seen if g is not None else asm.pending.setdefault(key, set())
-                        if mark in seen:
-                            rejected += 1
-                            first = first or f"[OT-6] the metric {line['path']!r} twice for the case " \
-                                             f"{line['caseId']!r}"
-                            continue
-                        seen.add(mark)
+                    except Refusal as e:  # an event that is not OTLP (a time that is not a number)
+                        out.add(Unplaceable(e.rule, e.message, where, case=None, evaluation=None), key)
+                        continue
                 kept.append(rec)
             sl["logRecords"] = kept
-    return doc, rejected, first
+    return doc, out
+
+
+class Rejections:
+    """The evaluation events a request's intake rejected: the count, the first message, the count per reason
+    (``<rule> <kind>``: ``OT-6 no-case``, ``OT-6 duplicate``, ...) and per group."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first = ""
+        self.reasons: dict[str, int] = {}
+        self.groups: dict[tuple[str, str], int] = {}
+
+    def add(self, e: Any, key: tuple[str, str]) -> None:
+        self.count += 1
+        self.first = self.first or f"[{e.rule}] {e.message}"
+        r = f"{e.rule} {e.kind}"
+        self.reasons[r] = self.reasons.get(r, 0) + 1
+        self.groups[key] = self.groups.get(key, 0) + 1
 
 
 # -- the receiver -----------------------------------------------------------------------------------------------------
@@ -247,7 +279,8 @@ class Receiver:
         self.queue: asyncio.Queue | None = None
         self.queue_bound = queue
         self.metrics = metrics
-        self.counts = {"requests": 0, "events": 0, "records": 0, "runs": 0}
+        self.counts = {"requests": 0, "events": 0, "records": 0, "runs": 0, "rejected": 0}
+        self.reasons: dict[str, int] = {}  # rejected evaluation events per reason ("OT-6 no-case")
         self.compact_at = 64 * 1024 * 1024  # journal bytes past which it restarts once nothing is open
         self.asm = Assembler(set())
         self.bodies: set[bytes] = set()  # digests of the request bodies journaled
@@ -271,6 +304,8 @@ class Receiver:
 
     def _apply(self, entry: dict, now: float, replay: bool = False) -> None:
         if entry["signal"] == "logs":
+            for kind, value, n in entry.get("rejected") or ():
+                self.asm.reject((kind, value), n)
             self.asm.add_logs(entry["seq"], entry["doc"], now, marks=replay)
         else:
             self.asm.add_traces(entry["doc"])
@@ -314,30 +349,47 @@ class Receiver:
         digest = hashlib.sha256(signal_name.encode() + b"\0" + body).digest()
         if digest in self.bodies:  # an exporter's retry of a request whose answer it lost: kept once
             return 0, ""
-        rejected, reason = 0, ""
-        if signal_name == "logs":
-            doc, rejected, reason = check_records(doc, "body", self.asm)
         assert self.queue is not None
-        if self.queue.full():
+        if self.queue.full():  # before the check notes the request's results: a retry is not a repeat of them
             raise QueueFull()
+        rej = Rejections()
+        if signal_name == "logs":
+            doc, rej = check_records(doc, "body", self.asm)
         self.seq += 1
         seq = self.seq
         self.bodies.add(digest)
-        line = jsonio.dump_line({"seq": seq, "signal": signal_name, "body": digest.hex(), "doc": doc})
+        entry: dict[str, Any] = {"seq": seq, "signal": signal_name, "body": digest.hex(), "doc": doc}
+        if rej.groups:  # journaled: a restarted receiver still counts them in their runs
+            entry["rejected"] = [[k[0], k[1], n] for k, n in rej.groups.items()]
+        line = jsonio.dump_line(entry)
         done = asyncio.get_running_loop().create_future()
         self.queue.put_nowait((line, done))
         await done  # fsynced
         # placed in its runs once the answer is on its way (the same order: call_soon is first in, first out)
-        asyncio.get_running_loop().call_soon(self._apply, {"seq": seq, "signal": signal_name, "doc": doc},
+        asyncio.get_running_loop().call_soon(self._apply, {k: v for k, v in entry.items() if k != "body"},
                                              time.monotonic())
         n = _records(doc, signal_name)
         self.counts["requests"] += 1
         self.counts["records"] += n
+        self._rejected(signal_name, n, rej)
+        return rej.count, rej.first
+
+    def _rejected(self, signal_name: str, n: int, rej: "Rejections") -> None:
+        """Count a request's records and its rejected events, per reason (status lines, ``/metrics``)."""
+        self.counts["rejected"] = self.counts.get("rejected", 0) + rej.count
+        for r, k in rej.reasons.items():
+            self.reasons[r] = self.reasons.get(r, 0) + k
         if self.metrics is not None:
             self.metrics.records.labels(signal_name).inc(n)
-            if rejected:
-                self.metrics.rejected.labels(signal_name, "OT-6").inc(rejected)
-        return rejected, reason
+            for r, k in rej.reasons.items():
+                self.metrics.rejected.labels(signal_name, r).inc(k)
+
+    def rejected_text(self) -> str:
+        """``, 3 events rejected (OT-6 no-case: 2, OT-6 duplicate: 1)``, or nothing."""
+        if not self.counts.get("rejected"):
+            return ""
+        parts = ", ".join(f"{r}: {k}" for r, k in sorted(self.reasons.items()))
+        return f", {self.counts['rejected']} events rejected ({parts})"
 
     def _count(self, signal_name: str, status: int) -> None:
         if self.metrics is not None:
@@ -402,7 +454,8 @@ class Receiver:
         c = self.counts
         return (f"status    {c['requests']} requests, {c['records']} records, {c['runs']} runs sealed "
                 f"({c['events']} events), {len(self.asm.groups)} open, "
-                f"{self.queue.qsize() if self.queue is not None else 0} waiting for the journal")
+                f"{self.queue.qsize() if self.queue is not None else 0} waiting for the journal"
+                + self.rejected_text())
 
     async def reporter(self, every: float = 10.0) -> None:
         """A status line on stderr every ``every`` seconds while something changed."""
@@ -458,16 +511,28 @@ class Receiver:
                          f"without its traces ({len(traces)} requests' spans not kept)")
             subject = self.subject or f"agent:{g.service or 'otlp-receiver'}"
             try:
+                skipped: list[dict] = []
                 from_otel(logs, dest, traces=trace_files, run_id=g.run_id, source="aefgate serve otlp",
-                          subject=subject, key=self.key)
+                          subject=subject, key=self.key, skip_unplaceable=True, skipped=skipped,
+                          rejected_before=g.rejected)
             except Refusal as e:
                 refused = self.state / "refused"
                 refused.mkdir(exist_ok=True)
-                shutil.copyfile(logs, refused / f"{g.run_id}.jsonl")
+                kept = refused / f"{g.run_id}.jsonl"
+                shutil.copyfile(logs, kept)
+                # the refusal names the kept copy, not the build's temporary file (removed below)
+                e = Refusal(e.rule, e.message.replace(str(logs), str(kept)), e.where.replace(str(logs), str(kept)),
+                            exit_code=e.exit_code)
                 (refused / f"{g.run_id}.error.json").write_bytes(jsonio.dumps(e.to_json()))
-                self.say(f"refused   {g.run_id}: [{e.rule}] {e.message} (kept in .otlp/refused/)")
+                self.say(f"refused   {g.run_id}: [{e.rule}] at {e.where}: {e.message}")
                 return False
-            self.say(f"sealed    {g.run_id}: {g.events} events" + (", with traces" if trace_files else ""))
+            for x in skipped:  # placeable at intake, not once the run's spans gave their cases: named, never silent
+                self.say(f"left out  {g.run_id}: [{x['rule']}] {x['message']} (case {x['case']!r}, evaluation "
+                         f"{x['evaluation']!r})")
+            left = g.rejected + len(skipped)
+            self.say(f"sealed    {g.run_id}: {g.events - len(skipped)} events"
+                     + (", with traces" if trace_files else "")
+                     + (f"; {left} events of its group rejected (in its run.json ext)" if left else ""))
             return True
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -510,19 +575,20 @@ class BusReceiver(Receiver):
         self.queue = None
         self.queue_bound = queue
         self.inflight = 0
-        self.counts = {"requests": 0, "records": 0, "published": 0}
+        self.counts = {"requests": 0, "records": 0, "published": 0, "rejected": 0}
+        self.reasons = {}
         self.ready = True
 
     async def accept(self, signal_name: str, doc: dict, body: bytes) -> tuple[int, str]:
         digest = hashlib.sha256(signal_name.encode() + b"\0" + body).hexdigest()[:32]
-        rejected, reason = 0, ""
+        rej = Rejections()
         if signal_name == "logs":
-            doc, rejected, reason = check_records(doc, "body")
+            doc, rej = check_records(doc, "body")
         if self.inflight >= self.queue_bound:
             raise QueueFull("more requests wait for JetStream than --queue")
         self.inflight += 1
         try:
-            await self.bus.publish(signal_name, doc, digest, self.subject)
+            await self.bus.publish(signal_name, doc, digest, self.subject, rej.groups)
         except Refusal:
             raise
         except Exception as e:  # the bus is down or slow: nothing acknowledged, the exporter retries
@@ -533,17 +599,15 @@ class BusReceiver(Receiver):
         self.counts["requests"] += 1
         self.counts["records"] += n
         self.counts["published"] = self.bus.published
+        self._rejected(signal_name, n, rej)
         if self.metrics is not None:
-            self.metrics.records.labels(signal_name).inc(n)
-            if rejected:
-                self.metrics.rejected.labels(signal_name, "OT-6").inc(rejected)
             self.metrics.depth.set(self.inflight)
-        return rejected, reason
+        return rej.count, rej.first
 
     def status(self) -> str:
         c = self.counts
         return (f"status    {c['requests']} requests, {c['records']} records, {c['published']} messages on "
-                f"{self.bus.stream}, {self.inflight} waiting for JetStream")
+                f"{self.bus.stream}, {self.inflight} waiting for JetStream" + self.rejected_text())
 
 
 def _records(doc: dict, signal_name: str) -> int:
@@ -742,11 +806,11 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
             rx.journal.close()
     if publisher is not None:
         say(f"stopped   {rx.counts['requests']} requests, {rx.counts['records']} records, "
-            f"{rx.counts['published']} messages published")
+            f"{rx.counts['published']} messages published" + rx.rejected_text())
     else:
         say(f"stopped   {rx.counts['requests']} requests, {rx.counts['records']} records, "
-            f"{rx.counts['runs']} runs sealed")
-    return dict(rx.counts)
+            f"{rx.counts['runs']} runs sealed" + rx.rejected_text())
+    return {**rx.counts, "rejectedByReason": dict(sorted(rx.reasons.items()))}
 
 
 def _stderr(line: str) -> None:  # pragma: no cover - the CLI's sink

@@ -193,6 +193,10 @@ def export_inspect(
     omit_unscored: bool = typer.Option(False, "--omit-unscored", help="With --map-scorers, leave out of results a "
                                        "summary entry whose metric no line at its path scores (a rate of the lines' "
                                        "states), where the export refuses the run (IN-3): aefgate's extension."),
+    label_values: bool = typer.Option(False, "--label-values", help="Write a score whose label is not one of "
+                                      "Inspect's letters (C, I, P, N) as its value, the label in "
+                                      "Score.metadata.aef.labels, where the page writes the label, which its import "
+                                      "refuses (IN-7): aefgate's extension."),
     policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -210,7 +214,7 @@ def export_inspect(
     path = to_inspect(run, out, ignore_overlays=ignore_overlays, withheld_ok=_withheld(run, policy),
                       output_from_evidence=output_from_evidence, map_scorers=map_scorers,
                       grader_types=grader_types, task=task, model=model, case_times=case_times,
-                      omit_unscored=omit_unscored)
+                      omit_unscored=omit_unscored, label_values=label_values)
     written = open_log(path)
     if as_json:
         render.emit_json({"run": str(run), "output": str(path), "format": written.format,

@@ -13,6 +13,7 @@ from typing import Optional
 
 import typer
 
+from aefgate.cli import nats_options as nopt
 from aefgate.cli import render
 
 serve_app = typer.Typer(name="serve", help="Long-running services: serve ingest (AEP events -> sealed AEF runs), "
@@ -54,6 +55,12 @@ def ingest(
     key: Optional[Path] = typer.Option(None, "--key", help="Sign every seal with this PKCS#8 PEM private key."),
     metrics_listen: Optional[str] = typer.Option(None, "--metrics-listen", help="HOST:PORT for Prometheus metrics "
                                                  "(/metrics: the counters as aefgate_ingest_*_total)."),
+    nats_tls_ca: Optional[Path] = nopt.TLS_CA,
+    nats_tls_cert: Optional[Path] = nopt.TLS_CERT,
+    nats_tls_key: Optional[Path] = nopt.TLS_KEY,
+    nats_creds: Optional[Path] = nopt.CREDS,
+    nats_nkey: Optional[Path] = nopt.NKEY,
+    nats_token_env: Optional[str] = nopt.TOKEN_ENV,
     as_json: bool = typer.Option(False, "--json", help="When the service stops, write its counters as one JSON "
                                  "value on stdout."),
 ) -> None:
@@ -65,15 +72,23 @@ def ingest(
     claimed by one node (a JetStream key-value bucket) and sealed there, whole.
     Malformed messages go to the dead-letter sink and are acknowledged (HTTP: 400).
     Example: aefgate serve ingest --from nats://127.0.0.1:4222/aep.assessments --durable ingest --out runs/
+    Production NATS: --nats-tls-ca, --nats-tls-cert/--nats-tls-key, --nats-creds, --nats-nkey, --nats-token-env
+    (a server refusing the credentials: INGEST-6, exit 2).
     """
     from aefgate.bus.ingest import IngestConfig, serve_ingest
+    from aefgate.errors import Refusal
     from aefgate.formats.aef.signatures import signing_key_of
 
     signing_key = signing_key_of(key)
     cfg = IngestConfig(source=source, out=out, durable=durable, idle=idle, dead_letter=dead_letter,
                        max_inflight=max_inflight, at=at_fixed, key=signing_key, target_mode=target_mode,
-                       ack_wait=ack_wait, node=node, metrics_listen=metrics_listen)
-    stats = serve_ingest(cfg)
+                       ack_wait=ack_wait, node=node, metrics_listen=metrics_listen,
+                       nats_auth=nopt.nats_auth(nats_tls_ca, nats_tls_cert, nats_tls_key, nats_creds, nats_nkey,
+                                                nats_token_env))
+    try:
+        stats = serve_ingest(cfg)
+    except Refusal as r:
+        raise nopt.flag_refusal(r) from None
     if as_json:
         render.emit_json(stats.as_dict())
         return

@@ -27,10 +27,11 @@ def _import(src: Any, dst: Any, *, traces: str | None = None, run_id: str | None
                      **{k: v for k, v in options.items() if v is not None})
 
 
-def _export(src: Any, dst: Any, *, aigp: bool = False, name_from: str | None = None, **_: Any) -> Path:
+def _export(src: Any, dst: Any, *, aigp: bool = False, name_from: str | None = None,
+            service_name: str | None = None, **_: Any) -> Path:
     from aefgate.converters.otel.exporter import to_otel
 
-    return to_otel(src, dst, aigp=bool(aigp), name_from=name_from or "summary")
+    return to_otel(src, dst, aigp=bool(aigp), name_from=name_from or "summary", service_name=service_name)
 
 
 def back_options(run_dir: Path) -> dict[str, Any]:
@@ -81,6 +82,11 @@ CONVERTERS = [
                    "on"),
             Option("at", "the seal's sealedAt, RFC 3339 UTC (default: now)", str, None),
             Option("key", "a private key (PKCS#8 PEM) that signs the seal", str, None),
+            Option("skip_unplaceable", "leave out the events the page cannot place (OT-6), each listed, and count "
+                                       "them in run.json ext (aefgate.otel.unplaceable); default: refused", bool,
+                   False),
+            Option("suite_run", "import the events of this test.suite.run.id only (an input of several runs)", str,
+                   None),
         ],
         losses=LOSSES_FROM_OTEL,
         description="OTLP logs (OTLP/JSON lines or protobuf bodies) and traces into an imported AEF run, sealed "
@@ -94,7 +100,9 @@ CONVERTERS = [
                                 "aigp.grader.confidence (docs/mappings/aigp.md)", bool, False),
                  Option("name_from", "how a line without scores that no summary entry names is named (OT-1): "
                                      "summary (the page: refused), or path (aefgate's extension: the event is named "
-                                     "after the line's path; docs/mappings/otel.md)", str, "summary")],
+                                     "after the line's path; docs/mappings/otel.md)", str, "summary"),
+                 Option("service_name", "the events' resource service.name (default: the run's "
+                                        "subject.telemetry.serviceName, none without one: OT-2)", str, None)],
         losses=LOSSES_TO_OTEL,
         description="AEF runs into OTLP/JSON gen_ai.evaluation.result events, one LogsData line per result line "
                     "(interop/opentelemetry.md)",

@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 import hashlib
 
-from aefgate.converters.otel.common import TRIAL, TRIALS_AGGREGATION, TRIALS_K
+from aefgate.converters.otel.common import TRIAL, TRIALS_AGGREGATION, TRIALS_K, is_evaluation
 from aefgate.formats.aef.onepass import LineMapper
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
@@ -92,7 +92,8 @@ def _nanos(line: dict, where: str) -> str | None:
 
 
 def export_records(run_dir: str | os.PathLike[str], *, aigp: bool = False,
-                   name_from: str = "summary") -> Iterator[dict]:
+                   name_from: str = "summary", service_name: str | None = None,
+                   service_from_subject: bool = False) -> Iterator[dict]:
     """The run's ``LogsData`` objects, one per result line (see the module docstring). The run is verified while
     they are made, in one pass (OT-8; :mod:`aefgate.formats.aef.onepass`), and kept in an unnamed temporary file
     until the verdict: a refusal of the run or of any line (OT-9) comes from this call, before anything is
@@ -105,7 +106,7 @@ def export_records(run_dir: str | os.PathLike[str], *, aigp: bool = False,
 
     spool = tempfile.TemporaryFile(prefix="aefgate-otel-")
     try:
-        _one_pass(Path(run_dir), spool, aigp, name_from)
+        _one_pass(Path(run_dir), spool, aigp, name_from, service_name, service_from_subject)
         spool.seek(0)
     except BaseException:
         spool.close()
@@ -121,15 +122,26 @@ def export_records(run_dir: str | os.PathLike[str], *, aigp: bool = False,
 
 
 NAME_FROM = ("summary", "path")
+def subject_service(run: dict) -> str | None:
+    """A service name made of the run's subject: its ``ref`` without the kind prefix (``agent:travel`` ->
+    ``travel``)."""
+    ref = (run.get("subject") or {}).get("ref")
+    if not isinstance(ref, str) or not ref:
+        return None
+    _kind, sep, rest = ref.partition(":")
+    return rest if sep and rest else ref
 
 
-def _one_pass(root: Path, out, aigp: bool, name_from: str = "summary") -> None:
+def _one_pass(root: Path, out, aigp: bool, name_from: str = "summary", service_name: str | None = None,
+              from_subject: bool = False) -> None:
     """Verify the run (OT-8) while its records are written to ``out`` (JSON lines)."""
     from aefgate.converters.common import verified_pass
 
     if name_from not in NAME_FROM:
         raise Refusal("CLI-2", f"option 'name_from' is summary or path, not {name_from!r}", "option 'name_from'")
-    verified_pass(root, "OT-8", _OtelMapper(root, out, aigp, name_from))
+    if service_name is not None and not service_name:
+        raise Refusal("CLI-2", "option 'service_name' is not empty", "option 'service_name'")
+    verified_pass(root, "OT-8", _OtelMapper(root, out, aigp, name_from, service_name, from_subject))
 
 
 class _OtelMapper(LineMapper):
@@ -137,15 +149,21 @@ class _OtelMapper(LineMapper):
 
     rule = "OT-8"
 
-    def __init__(self, root: Path, out, aigp: bool, name_from: str = "summary") -> None:
+    def __init__(self, root: Path, out, aigp: bool, name_from: str = "summary", service_name: str | None = None,
+                 from_subject: bool = False) -> None:
         super().__init__()
         self.root, self.out, self.aigp, self.name_from = root, out, aigp, name_from
+        self.service_name, self.from_subject = service_name, from_subject
 
     def begin(self, run: dict, summary: dict | None) -> None:
         from aefgate.converters.aigp import calibrated_models
 
         self.calibrated = calibrated_models(run)
         service = ((run.get("subject") or {}).get("telemetry") or {}).get("serviceName")
+        if self.service_name is not None:
+            service = self.service_name
+        elif self.from_subject:  # aefgate's extension (send_otel): a receiver groups the run's events by service
+            service = service or subject_service(run)
         self.content_on = run.get("contentCapture") != "off"
         self.names = _summary_names(summary)
         self.resource = {"resource": {"attributes": [_s("service.name", service)]}} if service else {}
@@ -205,7 +223,7 @@ class _OtelMapper(LineMapper):
 
 
 def to_otel(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], *, aigp: bool = False,
-            name_from: str = "summary") -> Path:
+            name_from: str = "summary", service_name: str | None = None) -> Path:
     """The run's evaluation events as an OTLP/JSON logs file (one ``LogsData`` per line), written atomically:
     nothing appears at ``out_path`` unless every line was exported."""
     from aefgate.fsutil import atomic_file, check_file_destination, parents_for
@@ -213,7 +231,7 @@ def to_otel(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], *
     out = Path(out_path)
     check_file_destination(out, (run_dir,))
     with parents_for(out), atomic_file(out) as f:
-        _one_pass(Path(run_dir), f, aigp, name_from)
+        _one_pass(Path(run_dir), f, aigp, name_from, service_name)
     return out
 
 
@@ -228,7 +246,7 @@ def _own_logs(root: Path) -> Iterator[dict]:
         for rl in doc.get("resourceLogs") or ():
             scopes = []
             for sl in rl.get("scopeLogs") or ():
-                recs = [r for r in sl.get("logRecords") or () if r.get("eventName") != EVENT]
+                recs = [r for r in sl.get("logRecords") or () if not is_evaluation(r)]
                 if recs:
                     scopes.append({**sl, "logRecords": recs})
             if scopes:
@@ -239,15 +257,18 @@ def _own_logs(root: Path) -> Iterator[dict]:
 
 def send_otel(run_dir: str | os.PathLike[str], url: str, *, encoding: str = "protobuf",
               headers: dict[str, str] | None = None, policy: Any = None, aigp: bool = False,
-              name_from: str = "summary") -> dict[str, Any]:
-    """Send the run over OTLP/HTTP to ``url``: its evaluation events (as :func:`export_records` makes them) and the
+              name_from: str = "summary", service_name: str | None = None) -> dict[str, Any]:
+    """Send the run over OTLP/HTTP to ``url`` (the events' ``service.name``: ``service_name``, else the run's, else its
+    subject's name): its evaluation events (as :func:`export_records` makes them) and the
     other records of its own ``logs.otlp.jsonl`` to ``/v1/logs``, its ``traces.otlp.jsonl`` to ``/v1/traces``.
     Nothing is sent before the run verified (OT-8) and every line was mapped (OT-1, OT-9): the events are built
     first. Returns what each signal's requests carried; ``OTLP-3`` (exit 1) when a request is given up or refused."""
     from aefgate.bus.otlp_http import send
 
     root = Path(run_dir)
-    events = list(export_records(root, aigp=aigp, name_from=name_from))  # every refusal before the first request
+    # a receiver groups the events of one run by their service: named after the subject when the run names none
+    events = list(export_records(root, aigp=aigp, name_from=name_from, service_name=service_name,
+                                 service_from_subject=True))  # every refusal before the first request
     logs = send(url, "logs", [*events, *_own_logs(root)], encoding=encoding, headers=headers, policy=policy)
     out: dict[str, Any] = {"logs": logs.to_json()}
     traces = root / "traces.otlp.jsonl"

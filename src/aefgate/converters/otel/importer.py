@@ -4,14 +4,21 @@
 Every log record is kept as it was (``logs.otlp.jsonl``, one ``LogsData`` per input line or request); every
 ``gen_ai.evaluation.result`` event becomes a result line, in input order:
 
-- ``caseId``: ``test.case.name``, else ``gen_ai.response.id``; ``path`` and ``evaluator.id``: the metric name
-  (``gen_ai.evaluation.name``); ``endedAt``: ``timeUnixNano``; ``traceLink``: the record's ``traceId``/``spanId``.
+- an evaluation event: ``eventName`` ``gen_ai.evaluation.result``, else the legacy ``event.name`` attribute;
+- ``caseId``: ``test.case.name``, else ``gen_ai.response.id``, else (aefgate's extension) the parent span's
+  ``gen_ai.response.id`` from the traces, else the parent span's id; ``path`` and ``evaluator.id``: the metric name
+  (``gen_ai.evaluation.name``); ``endedAt``: ``timeUnixNano``, else ``observedTimeUnixNano`` (the log data model);
+  ``traceLink``: the record's ``traceId``/``spanId`` (all zeros: no parent, no link).
 - the state (OT-5, OT-6): ``error.type`` -> ``error`` (the explanation, else the type, as ``reason``; the label
   ``error`` beside it is fine); a label that is a state name -> that state (a typed absence needs an explanation and
   no value; ``pending`` is refused); another label -> ``scored`` with the label kept (it needs a value); a value
   alone -> ``scored``. The explanation is the ``reason`` (cut to 4096 characters).
-- refused (OT-6): no metric name, no case, the same metric twice for one case, nothing measured, and the other
-  combinations above. Records that are not evaluation events are kept in ``logs.otlp.jsonl`` only.
+- unplaceable (OT-6, :class:`Unplaceable`, naming the case and the evaluation): no metric name, no case, the same
+  metric twice for one case (and trial: the later event), a non-finite value ([ENC-3]), nothing measured, and the
+  other combinations above; refused, or with ``skip_unplaceable`` left out, listed and counted in ``run.json``
+  ``ext."aefgate.otel"``. Records that are not evaluation events are kept in ``logs.otlp.jsonl`` only.
+- one run is one group of records as the receivers group them (``test.suite.run.id``, else the service:
+  :func:`aefgate.converters.otel.common.group_key`); ``suite_run`` picks one of several.
 
 The run header (OT-4): the run id, source, subject and target mode the caller gives (or their defaults), status
 ``completed``, ``startedAt``/``endedAt`` the earliest and latest event time (the conversion time when no event has
@@ -24,22 +31,25 @@ Traces (``--traces``) are kept in ``traces.otlp.jsonl``. The run is verified bef
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from pathlib import Path
+import typing
 from typing import Any, Iterable, Iterator
 
 from aefgate.converters.common import check_import_options
-from aefgate.converters.otel.common import TRIAL, TRIALS_AGGREGATION, TRIALS_K
+from aefgate.converters.otel.common import (RUN_ID_KEY, TRIAL, TRIALS_AGGREGATION, TRIALS_K, group_key,
+                                            is_evaluation, result_mark, run_id_part)
 from aefgate.converters.aigp import annotator_kind
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
+from aefgate.formats.aef.models import TrialAggregation
 from aefgate.formats.aef.vocab import STATES, TYPED_ABSENCES
-from aefgate.formats.otlp import attributes, iter_file, nanos_to_time, value_of
+from aefgate.formats.otlp import attributes, is_null_id, iter_file, nanos_to_time, value_of
 from aefgate.progress import task as progress_task
 
-__all__ = ["from_otel", "input_files"]
+__all__ = ["Unplaceable", "from_otel", "input_files"]
 
-EVENT = "gen_ai.evaluation.result"
 MAX_REASON = 4096
 MAX_LABEL = 64
 
@@ -66,17 +76,60 @@ def input_files(path: str | os.PathLike[str]) -> list[Path]:
 NO_CONTENT_REASON = "{state}: the event carries no explanation (the run keeps no content, OT-3)"
 
 
+#: why an event cannot be placed, as a short name (the receiver's counts per reason): a part of the message -> name
+_KINDS = (("without gen_ai.evaluation.name", "no-name"), ("names no case", "no-case"),
+          ("twice for the case", "duplicate"), ("a finite number", "non-finite"), ("is a number, not", "bad-value"),
+          ("label pending", "pending"), ("beside error.type", "label-beside-error"),
+          ("error.type beside a value", "error-with-value"), ("typed absence", "typed-absence"),
+          ("is not a state name", "label-without-value"), ("nothing measured", "nothing-measured"),
+          ("aefgate.trial", "trial"), ("a trials aggregation", "trial"), ("is a string", "not-a-string"))
+
+
+class Unplaceable(Refusal):
+    """An evaluation event the page cannot place (OT-6, or a value AEF cannot hold): the refusal names the event's
+    case and evaluation (when it has them) beside its place, so a user finds it; ``import otel
+    --skip-unplaceable`` and the receivers leave such an event out and list or count it."""
+
+    def __init__(self, rule: str, message: str, where: str, *, case: str | None, evaluation: str | None) -> None:
+        self.case, self.evaluation, self.reason = case, evaluation, message
+        self.kind = next((k for part, k in _KINDS if part in message), "other")
+        named = ", ".join(x for x in (f"case {case!r}" if case else "", f"evaluation {evaluation!r}" if evaluation
+                                      else "") if x)
+        super().__init__(rule, f"{message} ({named})" if named else message, where)
+
+    def entry(self) -> dict[str, Any]:
+        """The event as a list of left-out events shows it (``--json``, the sealed run's count)."""
+        return {"rule": self.rule, "case": self.case, "evaluation": self.evaluation, "where": self.where,
+                "message": self.reason}
+
+
+def _nonempty(x: Any) -> str | None:
+    return x if isinstance(x, str) and x else None
+
+
 class _Events:
     """What the logs give, read one request at a time: each event's line (:meth:`read` yields them), and what the
     run's header needs (the earliest and latest time, the services, the schema URLs, the parent spans). Memory
-    holds no line: a first pass checks every event and gathers the header's facts, a second writes the lines."""
+    holds no line: a first pass checks every event and gathers the header's facts, a second writes the lines.
 
-    def __init__(self, content_on: bool) -> None:
+    ``span_cases`` maps a parent span ``(traceId, spanId)`` to its ``gen_ai.response.id`` (from the traces): an
+    event that names no case takes its parent span's response id, else the span's id (aefgate's extension). With
+    ``skip``, an unplaceable event is left out and listed in ``skipped``; ``group`` keeps only the records of one
+    run (:func:`group_key`); ``groups`` notes every group that holds an evaluation event."""
+
+    def __init__(self, content_on: bool, *, skip: bool = False, group: tuple[str, str] | None = None,
+                 span_cases: dict[tuple[str, str], str] | None = None) -> None:
         self.content_on = content_on
+        self.skip = skip
+        self.group = group
+        self.span_cases = span_cases or {}
+        self.skipped: list[Unplaceable] = []
+        self.groups: dict[tuple[str, str], str] = {}
         self.events = 0
-        self.seen: set[bytes] = set()  # 8-byte digests of (case, metric): OT-6's "the same metric twice"
+        self.seen: set[bytes] = set()  # result_mark of each event placed: OT-6's "the same metric twice"
         self.first_time: tuple[int, str] | None = None
         self.last_time: tuple[int, str] | None = None
+        self.observed = 0  # lines whose time came from observedTimeUnixNano
         self.services: dict[str, str] = {}
         self.schema_urls: dict[str, None] = {}
         self.spans: set[tuple[str, str]] = set()  # the events' parent spans, when traces are given
@@ -88,6 +141,7 @@ class _Events:
                 raise Refusal("OTLP-1", "a resourceLogs entry is an object", where)
             res = attributes((rl.get("resource") or {}).get("attributes"))
             service = value_of(res.get("service.name"))
+            res_run = value_of(res.get(RUN_ID_KEY))
             if isinstance(rl.get("schemaUrl"), str) and rl["schemaUrl"]:
                 self.schema_urls.setdefault(rl["schemaUrl"], None)
             for sl in rl.get("scopeLogs") or ():
@@ -98,40 +152,101 @@ class _Events:
                 for rec in sl.get("logRecords") or ():
                     if not isinstance(rec, dict):
                         raise Refusal("OTLP-1", "a logRecord is an object", where)
-                    if not self.content_on and ("body" in rec or any(
-                            k in attributes(rec.get("attributes")) for k in ("gen_ai.evaluation.explanation",))):
+                    evaluation = is_evaluation(rec)
+                    a = attributes(rec.get("attributes")) if evaluation or self.group is not None or \
+                        not self.content_on else None
+                    gk = group_key(rec, res_run, service, a) if a is not None else None
+                    if self.group is not None and gk != self.group:
+                        continue
+                    if not self.content_on and (value_of(rec.get("body")) not in (None, "") or
+                                                "gen_ai.evaluation.explanation" in a):
                         raise Refusal("content-capture", "contentCapture is off, and the record carries content (an "
                                       "explanation or a body): a run that keeps no content cannot hold it in "
                                       "logs.otlp.jsonl ([SEC-6])", where)
-                    if rec.get("eventName") != EVENT:
+                    if not evaluation:
                         continue
+                    # events without a suite run id: one service's (OT-4)
+                    self.groups.setdefault(gk if gk[0] == "run" else ("svc", ""), where)
                     if isinstance(service, str) and service:
                         self.services.setdefault(service, where)
-                        if len(self.services) > 1:
+                        if len(self.services) > 1 and self.group is None:
                             raise Refusal("OT-4", f"events of two services ({', '.join(self.services)}): one run "
                                                   "holds one service's events", where)
-                    yield self._event(rec, where)
+                    try:
+                        line = self._event(rec, where, a)
+                    except Unplaceable as e:
+                        if not self.skip:
+                            raise
+                        self.skipped.append(e)
+                        continue
+                    yield line
 
-    def _event(self, rec: dict, where: str) -> dict[str, Any]:
-        a = attributes(rec.get("attributes"))
+    def _event(self, rec: dict, where: str, a: dict | None = None) -> dict[str, Any]:
+        """The event's line; :class:`Unplaceable` (naming the case and the evaluation) when the page cannot place
+        it, the same metric twice for one case (and trial) included. ``a``: its attributes, when the caller has
+        them."""
+        if a is None:
+            a = attributes(rec.get("attributes"))
+        try:
+            line = self._line(rec, a, where)
+            mark = result_mark(line)
+            if mark in self.seen:
+                trial, rollup = line.get("_trial"), line.get("_rollup")
+                which = f" in its trial {trial}" if trial is not None else " (its rollup)" if rollup is not None \
+                    else ""
+                raise Refusal("OT-6", f"the metric {line['path']!r} twice for the case {line['caseId']!r}{which}: "
+                                      "the later event is not placed", where)
+        except Unplaceable:
+            raise
+        except Refusal as e:
+            if e.rule == "OTLP-1":
+                raise
+            raise Unplaceable(e.rule, e.message, where, case=self._case(rec, a),
+                              evaluation=_nonempty(value_of(a.get("gen_ai.evaluation.name")))) from None
+        self.seen.add(mark)
+        self._note(line, rec)
+        self.events += 1
+        return line
+
+    def _case(self, rec: dict, a: dict) -> str | None:
+        """The event's case: ``test.case.name``, else ``gen_ai.response.id``, else its parent span's response id
+        (from the traces), else the parent span's id (aefgate's extension); None for an event without a parent."""
+        case = _nonempty(value_of(a.get("test.case.name"))) or _nonempty(value_of(a.get("gen_ai.response.id")))
+        if case is None and not is_null_id(rec.get("spanId")) and not is_null_id(rec.get("traceId")):
+            tid, sid = str(rec["traceId"]).lower(), str(rec["spanId"]).lower()
+            case = self.span_cases.get((tid, sid)) or sid
+        return case
+
+    def _note(self, line: dict, rec: dict) -> None:
+        """The header's facts of a placed event: its time, its parent span."""
+        if "_nanos" in line:
+            n = line.pop("_nanos")
+            t = line["endedAt"]
+            if self.first_time is None or n < self.first_time[0]:
+                self.first_time = (n, t)
+            if self.last_time is None or n > self.last_time[0]:
+                self.last_time = (n, t)
+        if line.pop("_observed", False):
+            self.observed += 1
+        tl = line.get("traceLink")
+        if tl and "spanId" in tl and self.collect_spans:
+            self.spans.add((tl["traceId"], tl["spanId"]))
+
+    def _line(self, rec: dict, a: dict, where: str) -> dict[str, Any]:
         name = value_of(a.get("gen_ai.evaluation.name"))
         if not isinstance(name, str) or not name:
             raise Refusal("OT-6", "an evaluation event without gen_ai.evaluation.name", where)
-        case = value_of(a.get("test.case.name"))
-        if not isinstance(case, str) or not case:
-            case = value_of(a.get("gen_ai.response.id"))
-        if not isinstance(case, str) or not case:
+        case = self._case(rec, a)
+        if case is None:
             raise Refusal("OT-6", f"the event {name!r} names no case (neither test.case.name nor "
-                                  "gen_ai.response.id)", where)
+                                  "gen_ai.response.id, and no parent span)", where)
         trial, rollup = _trial_of(a, where)
-        key = hashlib.blake2b(jsonio.dumps([case, name, trial, rollup is not None]), digest_size=8).digest()
-        if key in self.seen:
-            which = f" in its trial {trial}" if trial is not None else " (its rollup)" if rollup is not None else ""
-            raise Refusal("OT-6", f"the metric {name!r} twice for the case {case!r}{which}", where)
-        self.seen.add(key)
         value = value_of(a.get("gen_ai.evaluation.score.value"))
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise Refusal("OT-6", f"gen_ai.evaluation.score.value is a number, not {value!r}", where)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise Refusal("OT-6", f"gen_ai.evaluation.score.value is {value!r}: a score is a finite number ([ENC-3])",
+                          where)
         label = value_of(a.get("gen_ai.evaluation.score.label"))
         if label is not None and not isinstance(label, str):
             raise Refusal("OT-6", "gen_ai.evaluation.score.label is a string", where)
@@ -187,30 +302,33 @@ class _Events:
             line["reason"] = line["reason"][:MAX_REASON]
         if score is not None:
             line["scores"] = [score]
+        # the event's time; OpenTelemetry's log data model: the observed time when the event's is missing (or 0)
+        stamp = rec.get("timeUnixNano")
+        observed = False
+        if stamp in (None, "", 0, "0"):
+            stamp = rec.get("observedTimeUnixNano")
+            observed = stamp not in (None, "", 0, "0")
         try:
-            t = nanos_to_time(rec.get("timeUnixNano"))
-        except (TypeError, ValueError):
-            raise Refusal("OTLP-1", f"timeUnixNano {rec.get('timeUnixNano')!r} is not a number", where) from None
+            t = nanos_to_time(stamp)
+        except (TypeError, ValueError, OverflowError):
+            raise Refusal("OTLP-1", f"{'observedTimeUnixNano' if observed else 'timeUnixNano'} {stamp!r} is not a "
+                                    "time in nanoseconds since 1970 (OTLP: a fixed64)", where) from None
         if t is not None:
             line["endedAt"] = t
-            n = int(rec["timeUnixNano"])
-            if self.first_time is None or n < self.first_time[0]:
-                self.first_time = (n, t)
-            if self.last_time is None or n > self.last_time[0]:
-                self.last_time = (n, t)
+            line["_nanos"] = int(stamp)
+            line["_observed"] = observed
         tid, sid = rec.get("traceId"), rec.get("spanId")
-        if isinstance(tid, str) and tid:
-            line["traceLink"] = {"traceId": tid.lower(), **({"spanId": sid.lower()} if isinstance(sid, str) and sid
-                                                          else {})}
-            if isinstance(sid, str) and sid and self.collect_spans:
-                self.spans.add((tid.lower(), sid.lower()))
+        if not is_null_id(tid):  # all-zero ids: OTLP's "no parent", no traceLink
+            line["traceLink"] = {"traceId": tid.lower(), **({"spanId": sid.lower()} if not is_null_id(sid) else {})}
         line["_where"] = where
         if trial is not None:
             line["_trial"] = trial
         if rollup is not None:
             line["_rollup"] = rollup
-        self.events += 1
         return line
+
+
+_AGGREGATIONS = typing.get_args(TrialAggregation)
 
 
 def _trial_of(a: dict[str, Any], where: str) -> tuple[int | None, dict[str, Any] | None]:
@@ -220,8 +338,9 @@ def _trial_of(a: dict[str, Any], where: str) -> tuple[int | None, dict[str, Any]
     k = value_of(a.get(TRIALS_K))
     if trial is not None and (isinstance(trial, bool) or not isinstance(trial, int) or trial < 0):
         raise Refusal("OT-6", f"{TRIAL} is a trial number (an integer, 0 or more), not {trial!r}", where)
-    if agg is not None and not isinstance(agg, str):
-        raise Refusal("OT-6", f"{TRIALS_AGGREGATION} is an aggregation name, not {agg!r}", where)
+    if agg is not None and agg not in _AGGREGATIONS:
+        raise Refusal("OT-6", f"{TRIALS_AGGREGATION} is a trials aggregation ({', '.join(_AGGREGATIONS)}), not "
+                              f"{agg!r}", where)
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise Refusal("OT-6", f"{TRIALS_K} is an integer, 1 or more, not {k!r}", where)
     if trial is not None and agg is not None:
@@ -246,19 +365,30 @@ def _add(b: Any, line: dict, at_event: str, trial: int | None, rollup: dict | No
         raise Refusal(e.rule, f"{e.message} (the imported line: {e.where})", at_event, exit_code=e.exit_code) from None
 
 
-def _agent_id(trace_files: list[Path], spans: set[tuple[str, str]]) -> str | None:
-    """``gen_ai.agent.id`` of the first span an event is parented to that has one."""
+def _span_facts(trace_files: list[Path], need_cases: bool) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+    """Each span's ``gen_ai.response.id`` and ``gen_ai.agent.id`` (the spans that carry either), by
+    ``(traceId, spanId)``: a case for an event that names none, and the run's agent id."""
+    out: dict[tuple[str, str], tuple[str | None, str | None]] = {}
     for f in trace_files:
         for _w, doc in iter_file(f, "traces"):
             for rs in doc.get("resourceSpans") or ():
                 for ss in (rs or {}).get("scopeSpans") or ():
                     for sp in (ss or {}).get("spans") or ():
-                        key = (str(sp.get("traceId", "")).lower(), str(sp.get("spanId", "")).lower())
-                        if key in spans:
-                            agent = value_of(attributes(sp.get("attributes")).get("gen_ai.agent.id"))
-                            if isinstance(agent, str) and agent:
-                                return agent
-    return None
+                        a = attributes(sp.get("attributes"))
+                        resp = _nonempty(value_of(a.get("gen_ai.response.id"))) if need_cases else None
+                        agent = _nonempty(value_of(a.get("gen_ai.agent.id")))
+                        if resp or agent:
+                            key = (str(sp.get("traceId", "")).lower(), str(sp.get("spanId", "")).lower())
+                            out.setdefault(key, (resp, agent))
+    return out
+
+
+def _group_option(value: str | None) -> tuple[str, str] | None:
+    if value is None:
+        return None
+    if not value:
+        raise Refusal("CLI-2", "option 'suite_run' is not empty", "option 'suite_run'")
+    return ("run", value)
 
 
 def from_otel(
@@ -274,10 +404,22 @@ def from_otel(
     content_capture: str = "on",
     at: str | None = None,
     key: Any = None,
+    skip_unplaceable: bool = False,
+    suite_run: str | None = None,
+    skipped: list[dict[str, Any]] | None = None,
+    rejected_before: int = 0,
 ) -> Path:
     """Import OTLP logs (``.jsonl`` OTLP/JSON files, ``.pb`` request bodies, or folders of them) and, with
     ``traces``, their traces, as one AEF run at ``out_dir`` (absent or empty), sealed ``ingest`` at ``at`` (default
-    now), signed with ``key``. See the module docstring for the mapping and its refusals."""
+    now), signed with ``key``. See the module docstring for the mapping and its refusals.
+
+    The run is one group of records as the receivers group them (:func:`~aefgate.converters.otel.common.group_key`:
+    ``test.suite.run.id``, else ``service.name``): events of several groups are refused (OT-4) unless
+    ``suite_run`` names the one to import. An event the page cannot place is refused (:class:`Unplaceable`, naming
+    its case and evaluation) unless ``skip_unplaceable``: then it is left out, appended to ``skipped`` (a list the
+    caller gives; each ``{"rule", "case", "evaluation", "where", "message"}``), and the run's ``ext`` counts it
+    (``aefgate.otel.unplaceable``), beside ``rejected_before`` (events of the group a receiver rejected at intake,
+    ``aefgate.otel.rejectedAtIntake``)."""
     from aefgate.formats.aef.builder import RunBuilder
     from aefgate.formats.aef.sealer import NotVerified
     from aefgate.formats.aef.signatures import signing_key_of
@@ -289,6 +431,7 @@ def from_otel(
     for name, value in (("option 'subject'", subject), ("option 'run_id'", run_id), ("option 'from'", source)):
         if value is not None and not value:
             raise Refusal("CLI-2", f"{name} is not empty", name)
+    group = _group_option(suite_run)
     signing_key = signing_key_of(key)  # before anything is written
     log_files = [f for p in ([logs] if isinstance(logs, (str, os.PathLike)) else logs) for f in input_files(p)]
     trace_files = [f for p in traces for f in input_files(p)]
@@ -299,8 +442,11 @@ def from_otel(
         for f in log_files:
             yield from iter_file(f, "logs")
 
+    facts = _span_facts(trace_files, True) if trace_files else {}
+    span_cases = {k: v[0] for k, v in facts.items() if v[0]}
+    skip = bool(skip_unplaceable)
     # pass 1: every event checked (every refusal before anything is written), the header's facts gathered
-    ev = _Events(content_capture == "on")
+    ev = _Events(content_capture == "on", skip=skip, group=group, span_cases=span_cases)
     ev.collect_spans = bool(trace_files)
     digest = hashlib.sha256()  # of the records as values: the JSON and protobuf forms of a request give one run id
     with progress_task("check OTLP logs", len(log_files), "files") as bar:
@@ -313,11 +459,26 @@ def from_otel(
             if file != current:
                 current = file
                 bar.advance()
+    if group is None and len(ev.groups) > 1:
+        names = ", ".join(f"{k[1]!r}" if k[0] == "run" else f"without {RUN_ID_KEY}" for k in ev.groups)
+        raise Refusal("OT-4", f"events of {len(ev.groups)} runs ({names}): a run is one {RUN_ID_KEY} (else one "
+                              "service), as the receiver groups them; give option 'suite_run' to import one",
+                      "option 'suite_run'")
+    if group is not None and not ev.groups:
+        raise Refusal("OT-4", f"no evaluation event of {RUN_ID_KEY} {group[1]!r}", "option 'suite_run'")
     if not ev.events:
+        if ev.skipped:
+            raise Refusal("OT-6", f"no evaluation event can be placed ({len(ev.skipped)} left out; the first: "
+                                  f"{ev.skipped[0].message})", ev.skipped[0].where)
         raise Refusal("OT-6", "no gen_ai.evaluation.result event to import", str(log_files[0]))
+    ev.seen = set()  # pass 2 notes the marks again: one set at a time
+    if skipped is not None:
+        skipped.extend(e.entry() for e in ev.skipped)
     service = next(iter(ev.services), None)
-    agent = _agent_id(trace_files, ev.spans)
-    rid = run_id or f"otel-{digest.hexdigest()[:16]}"
+    agent = next((facts[s][1] for s in _ordered_spans(trace_files, ev.spans) if facts.get(s, (None, None))[1]),
+                 None) if trace_files else None
+    the_group = group or next(iter(ev.groups))
+    rid = run_id or (run_id_part(the_group[1]) if the_group[0] == "run" else f"otel-{digest.hexdigest()[:16]}")
     ref = subject or (f"agent:{service}" if service else None)
     if ref is None:
         raise Refusal("OT-4", "no subject: the events name no service (resource service.name); give option 'subject'",
@@ -335,11 +496,18 @@ def from_otel(
         header["subject"]["telemetry"] = telemetry
     if ev.schema_urls:
         header["otel"] = {"schemaUrls": list(ev.schema_urls)}
+    # nothing left out in silence: the sealed run says how many events of its group it lacks; and how many of its
+    # lines' times are the events' observed times (the converter's reading; the run's times, from them, are in
+    # imported.asserted)
+    noted = {k: v for k, v in (("unplaceable", len(ev.skipped)), ("rejectedAtIntake", rejected_before),
+                               ("observedTimes", ev.observed)) if v}
+    if noted:
+        header["ext"] = {EXT: noted}
     asserted = ["runId", "status", "subject.ref", "subject.kind", "execution.targetMode", "startedAt", "endedAt",
                 "contentCapture"]
     origin = source or "OpenTelemetry OTLP"
     # pass 2: the records and the lines written, one request at a time
-    lines = _Events(content_capture == "on")
+    lines = _Events(content_capture == "on", skip=skip, group=group, span_cases=span_cases)
     declared: set[str] = set()
     rollups: list[tuple[str, dict, dict]] = []
     try:
@@ -349,7 +517,8 @@ def from_otel(
                 for _w, doc in iter_file(f, "traces"):
                     b.add_otlp("traces", doc)
             for where, doc in requests():
-                b.add_otlp("logs", doc)
+                kept = doc if group is None else _of_group(doc, group)
+                b.add_otlp("logs", kept if content_capture == "on" else _without_empty_bodies(kept))
                 for line in lines.read(where, doc):
                     for s in line.get("scores", ()):
                         if s["metric"] not in declared:
@@ -374,3 +543,45 @@ def from_otel(
     except NotVerified as e:
         raise e.as_refusal("OT-8", "the imported run") from None
     return out
+
+
+#: the run.json ext member where an import counts the events of its group it left out (docs/mappings/otel.md)
+EXT = "aefgate.otel"
+
+
+def _ordered_spans(trace_files: list[Path], spans: set[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    """The events' parent spans in the traces' order (the first with an agent id gives the run's)."""
+    for f in trace_files:
+        for _w, doc in iter_file(f, "traces"):
+            for rs in doc.get("resourceSpans") or ():
+                for ss in (rs or {}).get("scopeSpans") or ():
+                    for sp in (ss or {}).get("spans") or ():
+                        key = (str(sp.get("traceId", "")).lower(), str(sp.get("spanId", "")).lower())
+                        if key in spans:
+                            yield key
+
+
+def _without_empty_bodies(doc: dict) -> dict:
+    """The request with each record's empty ``body`` left out (the SDK writes ``{}``, an AnyValue holding nothing:
+    the same as no body), as a run that keeps no content holds its records ([SEC-6]: no record has a body)."""
+    for rl in doc.get("resourceLogs") or ():
+        for sl in rl.get("scopeLogs") or ():
+            sl["logRecords"] = [{k: v for k, v in r.items() if k != "body"} if "body" in r else r
+                                for r in sl.get("logRecords") or ()]
+    return doc
+
+
+def _of_group(doc: dict, group: tuple[str, str]) -> dict:
+    """The records of ``doc`` in ``group``, as a request (resources and scopes kept)."""
+    out = []
+    for rl in doc.get("resourceLogs") or ():
+        res = attributes((rl.get("resource") or {}).get("attributes"))
+        service, res_run = value_of(res.get("service.name")), value_of(res.get(RUN_ID_KEY))
+        scopes = []
+        for sl in rl.get("scopeLogs") or ():
+            recs = [r for r in sl.get("logRecords") or () if group_key(r, res_run, service) == group]
+            if recs:
+                scopes.append({**sl, "logRecords": recs})
+        if scopes:
+            out.append({**rl, "scopeLogs": scopes})
+    return {"resourceLogs": out}

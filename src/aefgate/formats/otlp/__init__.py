@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import gzip
 import os
 import zlib
@@ -31,6 +32,7 @@ __all__ = [
     "decode_body",
     "encode_body",
     "from_json",
+    "is_null_id",
     "iter_file",
     "nanos_to_time",
     "time_to_nanos",
@@ -134,6 +136,25 @@ def _one(kind: int, v: Any) -> Any:
     return v
 
 
+_KV = "opentelemetry.proto.common.v1.KeyValue"
+_ANY = "opentelemetry.proto.common.v1.AnyValue"
+_SCALAR = {"string_value": "stringValue", "bool_value": "boolValue"}
+
+
+def _any_value(v: Any) -> dict:
+    """An ``AnyValue`` as :func:`_plain` gives it, without the generic walk (most of a request's values)."""
+    which = v.WhichOneof("value")
+    if which is None:
+        return {}
+    if which in _SCALAR:
+        return {_SCALAR[which]: getattr(v, which)}
+    if which == "int_value":
+        return {"intValue": str(v.int_value)}
+    if which == "double_value":
+        return {"doubleValue": _one(_DOUBLE, v.double_value)}
+    return _plain(v)
+
+
 def _plain(message: Any) -> dict:
     """A message as protobuf's JSON mapping gives it (``MessageToDict(use_integers_for_enums=True)``: lowerCamelCase
     names, 64-bit integers as strings, bytes in base64, enums as numbers, fields at their default left out), but
@@ -144,7 +165,11 @@ def _plain(message: Any) -> dict:
         plan = _PLAN.get(fd) or _plan(fd)
         name, kind, repeated = plan
         if repeated:
-            out[name] = [_one(kind, v) for v in value]
+            if kind == _MSG and fd.message_type.full_name == _KV:  # attributes: the bulk of a request
+                out[name] = [{"key": kv.key, "value": _any_value(kv.value)} if kv.key and kv.HasField("value")
+                             else _plain(kv) for kv in value]
+            else:
+                out[name] = [_one(kind, v) for v in value]
         elif kind == _MSG:
             out[name] = _plain(value)
         elif kind == _OTHER:
@@ -223,7 +248,10 @@ def _gunzip(data: bytes, where: str) -> bytes:
 
 def iter_file(path: str | os.PathLike[str], signal: str) -> Iterator[tuple[str, dict]]:
     """The OTLP/JSON objects of a file, one at a time, with their place: a ``.pb`` file is one protobuf request
-    body (gzip or not); any other file is OTLP/JSON, one object per line (the file exporter's form)."""
+    body (gzip or not); any other file is OTLP/JSON as it comes: JSON Lines (one object per line, the file
+    exporter's form) or one document spread over lines (pretty-printed, as the opentelemetry-proto examples are),
+    gzip or not. A UTF-8 byte-order mark, CRLF line ends, blank lines and any JSON white space around an object are
+    tolerated (they are not the object); each object is read by the one JSON reader (:mod:`jsonio`)."""
     p = Path(path)
     if p.suffix.lower() in (".pb", ".protobuf", ".bin"):
         data = p.read_bytes()
@@ -234,26 +262,66 @@ def iter_file(path: str | os.PathLike[str], signal: str) -> Iterator[tuple[str, 
         f.seek(0)
         stream: Any = gzip.GzipFile(fileobj=f) if head == b"\x1f\x8b" else f
         try:
-            for lineno, raw in jsonio.iter_lines(stream, max_lines=1 << 62):
-                where = f"{p}:{lineno}"
-                if raw is None:
-                    raise Refusal("OTLP-1", f"a line over {jsonio.MAX_DOC} bytes", where)
-                try:
-                    doc = jsonio.loads(raw)
-                except jsonio.JsonProblem as e:
-                    raise Refusal("OTLP-1", f"not an OTLP/JSON object: {e.reason} (an OTLP/JSON file holds one "
-                                            "object per line)", where) from None
-                if not isinstance(doc.get(_TOP[signal], []), list):
-                    raise Refusal("OTLP-1", f"not OTLP/JSON {signal}: {_TOP[signal]} is not a list", where)
-                other = _TOP["traces" if signal == "logs" else "logs"]
-                if _TOP[signal] not in doc and other in doc:
-                    raise Refusal("OTLP-1", f"OTLP/JSON {'traces' if signal == 'logs' else 'logs'}, where {signal} "
-                                            "are expected", where)
-                yield where, doc
-        except jsonio.JsonProblem as e:
-            raise Refusal("OTLP-1", f"not OTLP/JSON lines: {e.reason}", str(p)) from None
+            yield from _json_objects(p, stream, signal)
         except (OSError, EOFError, zlib.error) as e:
             raise Refusal("OTLP-1", f"cannot read {p.name}: {e}", str(p)) from None
+
+
+_WS = b" \t\r\n"
+
+
+def _json_objects(p: Path, stream: Any, signal: str) -> Iterator[tuple[str, dict]]:
+    """JSON Lines, or (when the first object does not end on its first line) one document over the whole file."""
+    lineno = 0
+    first = True
+    while True:
+        raw = stream.readline(jsonio.MAX_DOC + 2)
+        if not raw:
+            return
+        lineno += 1
+        where = f"{p}:{lineno}"
+        if len(raw) > jsonio.MAX_DOC + 1 and not raw.endswith(b"\n"):
+            raise Refusal("OTLP-1", f"a line over {jsonio.MAX_DOC} bytes", where)
+        if first and raw.startswith(jsonio.BOM):
+            raw = raw[len(jsonio.BOM):]
+        text = raw.strip(_WS)
+        if not text:
+            continue
+        try:
+            doc = jsonio.loads(text)
+        except jsonio.JsonProblem as e:
+            if not first:
+                raise Refusal("OTLP-1", f"not an OTLP/JSON object: {e.reason} (an OTLP/JSON file holds one object "
+                                        "per line, or one document)", where) from None
+            # one document over several lines: the rest of the file is read whole (bounded)
+            rest = stream.read(MAX_BODY + 1 - len(raw))
+            whole = (raw + rest).strip(_WS)
+            if len(raw) + len(rest) > MAX_BODY:
+                raise Refusal("OTLP-1", f"an OTLP/JSON document over {MAX_BODY} bytes", str(p))
+            try:
+                doc = jsonio.loads(whole, max_size=MAX_BODY)
+            except jsonio.JsonProblem as e2:
+                raise Refusal("OTLP-1", f"not an OTLP/JSON object: {e2.reason} (an OTLP/JSON file holds one "
+                                        "object per line, or one document)", str(p)) from None
+            yield str(p), _checked(doc, signal, str(p))
+            return
+        first = False
+        yield where, _checked(doc, signal, where)
+
+
+def _checked(doc: Any, signal: str, where: str) -> dict:
+    if not isinstance(doc, dict) or not isinstance(doc.get(_TOP[signal], []), list):
+        raise Refusal("OTLP-1", f"not OTLP/JSON {signal}: {_TOP[signal]} is not a list", where)
+    other = _TOP["traces" if signal == "logs" else "logs"]
+    if _TOP[signal] not in doc and other in doc:
+        raise Refusal("OTLP-1", f"OTLP/JSON {'traces' if signal == 'logs' else 'logs'}, where {signal} "
+                                "are expected", where)
+    return doc
+
+
+def is_null_id(value: Any) -> bool:
+    """An absent or all-zero trace or span id: OTLP's "no parent" (an empty id, or only ``0`` digits)."""
+    return not isinstance(value, str) or not value.strip("0")
 
 
 # -- values --------------------------------------------------------------------------------------------------------
@@ -299,10 +367,15 @@ def nanos_to_time(nanos: Any) -> str | None:
         return None
     n = int(nanos)
     secs, frac = divmod(n, 1_000_000_000)
-    t = _EPOCH + datetime.timedelta(seconds=secs)
-    text = t.strftime("%Y-%m-%dT%H:%M:%S")
+    text = _second_text(secs)
     digits = f"{frac:09d}".rstrip("0")
     return text + ("." + digits if digits else "") + "Z"
+
+
+@functools.lru_cache(maxsize=4096)
+def _second_text(secs: int) -> str:
+    """The whole seconds of a time, ``YYYY-MM-DDTHH:MM:SS`` (events of one second share it: cached)."""
+    return (_EPOCH + datetime.timedelta(seconds=secs)).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def time_to_nanos(text: str) -> int:
