@@ -307,3 +307,58 @@ def test_resume_uses_the_nats_options_the_spool_recorded(servers, events, tmp_pa
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["acked"] == len(events)
     assert json.loads((spool / "spool.json").read_text())["pending"] == 0
+
+
+SAMPLE_BODY = Path(__file__).resolve().parents[2].parent / "shared" / "samples" / "otel" / "logs-1.pb"
+
+
+@pytest.mark.parametrize("kind", ["token", "tls"])
+def test_serve_otlp_bus_with_production_auth(servers, tmp_path, kind):
+    """serve otlp --bus reaches a NATS server that wants a token or a client certificate through the same --nats-*
+    options (one connection layer, bus/nats_connect.py): a real OTLP body is answered 200 once JetStream has it; wrong
+    credentials are an authentication failure (OTLP-4, exit 2) at once, not a timeout, and name no secret."""
+    import urllib.request
+
+    from tests.bus._nats import free_port
+
+    server = servers["servers"][kind]
+    url = f"{server.url}/otlp.gw.{kind}"
+    port = free_port()
+    log = tmp_path / "otlp.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", ENTRY, "serve", "otlp", "--bus", url, "--listen",
+                                 f"127.0.0.1:{port}", *servers["ok"][kind]], stdout=subprocess.PIPE, stderr=err,
+                                env=cli_env(**ENV))
+    try:
+        def healthy() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                    return r.status == 200
+            except OSError:
+                return proc.poll() is not None
+
+        wait_for(healthy, timeout=60, what=f"serve otlp up ({log.read_text()[-1500:]})")
+        assert proc.poll() is None, log.read_text()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/logs", data=SAMPLE_BODY.read_bytes(),
+                                     headers={"Content-Type": "application/x-protobuf"}, method="POST")
+        with urllib.request.urlopen(req, timeout=60) as r:
+            assert r.status == 200  # answered only once JetStream acknowledged the records
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    _no_secret(log.read_text(), servers["dir"])
+
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", ENTRY, "serve", "otlp", "--bus", url, "--listen",
+                        f"127.0.0.1:{free_port()}", "--bus-timeout", "60", *servers["bad"][kind]],
+                       capture_output=True, text=True, timeout=120, env=cli_env(**ENV))
+    assert time.monotonic() - t0 < 30
+    assert p.returncode == 2, p.stderr
+    assert "error [OTLP-4]" in p.stderr and "NATS authentication failed" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+    _no_secret(p.stderr + p.stdout, servers["dir"])

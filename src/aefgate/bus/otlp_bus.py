@@ -36,6 +36,7 @@ from urllib.parse import unquote, urlsplit
 
 from aefgate.bus.names import _token, run_name
 from aefgate.converters.otel.common import RUN_ID_KEY, group_key, is_evaluation, run_id_part
+from aefgate.masking import mask, mask_url
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.otlp import attributes, decode_body, is_null_id, value_of
@@ -143,14 +144,16 @@ class Publisher:
     ``AEFGATE_OTLP_<SUBJECT>`` is created with both subjects (file storage, limits retention, ``max_age`` 7 days,
     2-minute duplicate window)."""
 
-    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 10.0, nats_auth: Any = None) -> None:
         u = urlsplit(url)
         self.subject = unquote(u.path.lstrip("/"))
         if u.scheme != "nats" or not u.hostname or not self.subject or any(c in self.subject for c in " *>"):
-            raise Refusal("CLI-2", f"--bus is nats://HOST:PORT/SUBJECT (a subject without wildcards), not {url!r}",
+            raise Refusal("CLI-2", f"--bus is nats://HOST:PORT/SUBJECT (a subject without wildcards), not "
+                          f"{mask_url(url)!r}",
                           "--bus")
         self.server = f"nats://{u.hostname}:{u.port or 4222}"
         self.url = url
+        self.nats_auth = nats_auth  # bus.nats_connect.NatsAuth: TLS, credentials file, NKEY, token
         self.timeout = timeout
         self.nc: Any = None
         self.js: Any = None
@@ -168,11 +171,15 @@ class Publisher:
         import nats.js.errors as jse
         from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 
+        from aefgate.bus.nats_connect import AuthFailed, connect
+
         try:
-            self.nc = await nats.connect(self.server, connect_timeout=self.timeout, max_reconnect_attempts=-1,
-                                         reconnect_time_wait=0.5, name="aefgate-serve-otlp")
+            self.nc = await connect(self.url, self.nats_auth, timeout=self.timeout, connect_timeout=self.timeout,
+                                    reconnect_time_wait=0.5, name="aefgate-serve-otlp")
+        except AuthFailed as e:
+            raise Refusal("OTLP-4", f"NATS authentication failed: {e}", "--bus") from None
         except Exception as e:
-            raise Refusal("OTLP-3", f"cannot connect to {self.server}: {type(e).__name__}: {e}", "--bus",
+            raise Refusal("OTLP-3", f"cannot connect to {self.server}: {mask(f'{type(e).__name__}: {e}')}", "--bus",
                           exit_code=1) from None
         self.js = self.nc.jetstream(timeout=self.timeout)
         try:
@@ -188,13 +195,13 @@ class Publisher:
             except jse.NotFoundError:
                 raise Refusal("INGEST-3", f"the stream {self.stream} holds {self.subject!r} but no stream holds "
                               f"{self.trace_prefix}.*, where the spans go: add that subject to a stream",
-                              self.url) from None
+                              mask_url(self.url)) from None
         except Refusal:
             await self.close()
             raise
         except Exception as e:
             await self.close()
-            raise Refusal("OTLP-3", f"JetStream at {self.server}: {type(e).__name__}: {e}", "--bus",
+            raise Refusal("OTLP-3", f"JetStream at {self.server}: {mask(f'{type(e).__name__}: {e}')}", "--bus",
                           exit_code=1) from None
         self.limit = max(4096, int(getattr(self.nc, "max_payload", 1 << 20) or (1 << 20)) - 4096)
 

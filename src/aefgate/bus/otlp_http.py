@@ -23,6 +23,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 from aefgate.bus.retry import Policy, backoff, retry_after
+from aefgate.masking import mask, mask_url
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.formats.otlp import encode_body
 
@@ -52,7 +53,8 @@ def endpoint(url: str, signal: str) -> str:
     URL that is not http(s)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Refusal("PUB-1", f"an OTLP/HTTP endpoint is http(s)://host[:port][/path], not {url!r}", "--to")
+        raise Refusal("PUB-1", f"an OTLP/HTTP endpoint is http(s)://host[:port][/path], not {mask_url(url)!r}",
+                      "--to")
     suffix = "/v1/logs" if signal == "logs" else "/v1/traces"
     path = parts.path.rstrip("/")
     if path.endswith(suffix):
@@ -170,6 +172,8 @@ def send(url: str, signal: str, docs: Iterable[Mapping[str, Any]], *, encoding: 
 
 def _post(client: _Client, target: str, body: bytes, headers: Mapping[str, str], policy: Policy,
           rep: SendReport, signal: str) -> None:
+    shown = mask_url(target)  # messages name the endpoint without credentials, and never echo a header sent
+    secrets = [v for k, v in headers.items() if k.lower() not in ("content-type", "user-agent")]
     deadline = time.monotonic() + policy.timeout
     attempt = 0
     while True:
@@ -180,7 +184,7 @@ def _post(client: _Client, target: str, body: bytes, headers: Mapping[str, str],
         try:
             status, resp_headers, data = client.post(body, headers, policy.attempt_wait(remaining))
         except (OSError, http.client.HTTPException) as e:
-            why = f"{type(e).__name__}: {e}"
+            why = mask(f"{type(e).__name__}: {e}", secrets)
         else:
             if 200 <= status < 300:
                 rejected, message = _partial(data, signal, resp_headers.get("content-type", ""))
@@ -188,16 +192,16 @@ def _post(client: _Client, target: str, body: bytes, headers: Mapping[str, str],
                     rep.rejected += rejected
                     rep.messages.append(message or f"{rejected} records rejected")
                 return
-            why = f"HTTP {status}" + (f": {_first_line(data)}" if data else "")
+            why = mask(f"HTTP {status}" + (f": {_first_line(data)}" if data else ""), secrets)
             if status not in RETRYABLE:
-                raise Refusal("OTLP-3", f"{target} refused the records: {why}", target, exit_code=EXIT_INTEGRITY)
+                raise Refusal("OTLP-3", f"{shown} refused the records: {why}", shown, exit_code=EXIT_INTEGRITY)
             wait = retry_after(resp_headers.get("retry-after"))
         if attempt >= policy.retries:
-            raise Refusal("OTLP-3", f"given up after {attempt + 1} attempts ({why})", target,
+            raise Refusal("OTLP-3", f"given up after {attempt + 1} attempts ({why})", shown,
                           exit_code=EXIT_INTEGRITY)
         pause = wait if wait is not None else backoff(attempt)
         if time.monotonic() + pause >= deadline:
             raise Refusal("OTLP-3", f"no answer before the deadline ({policy.timeout:g} s; last: {why})",
-                          target, exit_code=EXIT_INTEGRITY)
+                          shown, exit_code=EXIT_INTEGRITY)
         time.sleep(pause)
         attempt += 1

@@ -696,10 +696,12 @@ def _hostport(text: str, option: str) -> tuple[str, int]:
 def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318", metrics_listen: str | None = None,
           idle: float = 5.0, key: Any = None, max_body: int = 16 * 1024 * 1024, queue: int = 1024,
           subject: str | None = None, say: Callable[[str], None] | None = None,
-          grpc_listen: str | None = None, bus: str | None = None, bus_timeout: float = 10.0) -> dict:
+          grpc_listen: str | None = None, bus: str | None = None, bus_timeout: float = 10.0,
+          nats_auth: Any = None) -> dict:
     """Run the receiver until SIGTERM or SIGINT, then seal every open run and return the counts. With ``bus``
     (``nats://HOST:PORT/SUBJECT``) the records go to JetStream instead, for the ``serve ingest`` fleet; ``out`` and
-    ``key`` are then the fleet's (``serve ingest --out --key``), not given here."""
+    ``key`` are then the fleet's (``serve ingest --out --key``), not given here; ``nats_auth``
+    (:class:`aefgate.bus.nats_connect.NatsAuth`: TLS, a credentials file, an NKEY, a token) is how it reaches NATS."""
     from aiohttp import web
 
     from aefgate.formats.aef.signatures import signing_key_of
@@ -719,7 +721,7 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
 
         if not 0 < bus_timeout <= 600:
             raise Refusal("CLI-2", "--bus-timeout is more than 0 and at most 600 seconds", "--bus-timeout")
-        publisher = Publisher(bus, timeout=bus_timeout)
+        publisher = Publisher(bus, timeout=bus_timeout, nats_auth=nats_auth)
         if out is not None or key is not None:
             raise Refusal("CLI-2", "with --bus the runs are built, sealed and signed by serve ingest (its --out and "
                           "--key): give neither --out nor --key here", "--out" if out is not None else "--key")

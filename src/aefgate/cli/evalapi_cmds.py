@@ -89,7 +89,9 @@ def import_evaluation_api(
         say = (lambda s: None) if as_json else (lambda s: render.console().print(render.escape(s)))
         fetched = list(fetch_sessions(url, list(session), token=token, timeout=timeout, poll=poll, version=api,
                                       say=say))
-        source = source or f"Evaluation API {url.rstrip('/')}"
+        from aefgate.masking import strip_userinfo
+
+        source = source or f"Evaluation API {strip_userinfo(url).rstrip('/')}"  # imported.from: no credentials
     elif session or token_env is not None:
         raise Refusal("CLI-2", "--session and --token-env go with --url", "--session" if session else "--token-env")
     elif not inputs:

@@ -124,6 +124,12 @@ def otlp(
                                           "agent:<service.name>)."),
     key: Optional[Path] = typer.Option(None, "--key", help="Sign each run's seal with this PKCS#8 PEM private "
                                        "key."),
+    nats_tls_ca: Optional[Path] = nopt.TLS_CA,
+    nats_tls_cert: Optional[Path] = nopt.TLS_CERT,
+    nats_tls_key: Optional[Path] = nopt.TLS_KEY,
+    nats_creds: Optional[Path] = nopt.CREDS,
+    nats_nkey: Optional[Path] = nopt.NKEY,
+    nats_token_env: Optional[str] = nopt.TOKEN_ENV,
     as_json: bool = typer.Option(False, "--json", help="Write the counters as one JSON value on stdout when the "
                                  "receiver stops."),
 ) -> None:
@@ -143,8 +149,16 @@ def otlp(
     def say(line: str) -> None:
         render.console().print(render.escape(line), soft_wrap=True)
 
-    counts = serve(out, listen=listen, metrics_listen=metrics_listen, idle=idle, key=signing_key,
-                   max_body=max_body, queue=queue, subject=subject, say=say, grpc_listen=grpc_listen, bus=bus,
-                   bus_timeout=bus_timeout)
+    from aefgate.errors import Refusal
+
+    auth = nopt.nats_auth(nats_tls_ca, nats_tls_cert, nats_tls_key, nats_creds, nats_nkey, nats_token_env)
+    if auth is not None and bus is None:
+        raise Refusal("CLI-2", "the --nats-* options go with --bus nats://HOST:PORT/SUBJECT", "--nats-*")
+    try:
+        counts = serve(out, listen=listen, metrics_listen=metrics_listen, idle=idle, key=signing_key,
+                       max_body=max_body, queue=queue, subject=subject, say=say, grpc_listen=grpc_listen, bus=bus,
+                       bus_timeout=bus_timeout, nats_auth=auth)
+    except Refusal as r:
+        raise nopt.flag_refusal(r) from None
     if as_json:
         render.emit_json(counts)
