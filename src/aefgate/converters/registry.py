@@ -245,8 +245,9 @@ class Converter:
     run (its run id, times, modes: so result ids match, [RES-4]); ``match_lines(run_dir)``, where the format
     cannot keep result ids, a ``key(line, original)`` that pairs a line of the original with the line that came
     back (default: the ``resultId``); for the source cycle ``X -> aef -> X``,
-    ``records(path)``, the source file as comparable records (``(kind, key, JSON value)``). On an export
-    (``aef -> X``): ``round_trip_options``, the options it takes in a round trip unless the caller gives others.
+    ``records(path)``, the source file as comparable records (``(kind, key, JSON value)``). On either direction:
+    ``round_trip_options``, the options the step takes in a round trip unless the caller gives others (an
+    import's in the source cycle, an export's in both).
     ``suffix`` is the file suffix an output it writes takes where the caller names none (a route's intermediate
     file, a round trip's export): ``.json`` for an Inspect log (a ``.eval`` reorders its samples).
     ``one_way``: for a format converted in this direction only, why there is no converter the other way (an
