@@ -8,9 +8,11 @@ crash leaves no output and no temporary folder behind. A destination must be abs
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import shutil
+import stat
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
 
@@ -71,17 +73,43 @@ def check_file_destination(path: str | os.PathLike[str], inputs: Iterable[str | 
     check_destination(path, inputs)
 
 
+MISSING = "no such file"
+
+
 def input_file_problem(path: str | os.PathLike[str]) -> str | None:
-    """Why ``path`` cannot be read as an input file (missing, a folder, not a regular file: a pipe or a device,
-    whose reading may block forever), or None."""
-    p = Path(path)
-    if p.is_file():
+    """Why ``path`` cannot be read as an input file, or None: :data:`MISSING` (nothing there), a folder, a symbolic
+    link that leads nowhere or loops, not a regular file (a pipe or a device, whose reading may block forever or
+    never end). Only ``stat`` is used: nothing is opened."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "a symbolic link that leads nowhere" if os.path.islink(path) else MISSING
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "a symbolic link that loops (it leads back to itself)"
+        return f"cannot be read: {e.strerror or e}"
+    if stat.S_ISREG(st.st_mode):
         return None
-    if not p.exists():
-        return "no such file"
-    if p.is_dir():
+    if stat.S_ISDIR(st.st_mode):
         return "a folder, not a file"
     return "not a regular file (a pipe, a device?)"
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """``path`` opened for reading (binary), only if it is a regular file: opened without blocking (``O_NONBLOCK``: a
+    pipe put there after a check does not hang the open) and checked with ``fstat`` before a byte is read. Raises
+    ``OSError`` (``ENOENT`` when absent, ``ELOOP`` for a link loop, ``EINVAL`` with :func:`input_file_problem`'s
+    words for anything but a regular file)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a folder, not a file" if stat.S_ISDIR(st.st_mode) else "not a regular file (a pipe, a device?)"
+            raise OSError(errno.EINVAL, kind, str(path))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 @contextlib.contextmanager
@@ -127,6 +155,23 @@ def fsync_tree(root: Path) -> None:
         fsync_dir(Path(dirpath))
 
 
+_writing: list[Path] = []  # the outputs being written (atomic_dir, atomic_file), innermost last
+
+
+def output_being_written() -> str | None:
+    """The output an :func:`atomic_dir` or :func:`atomic_file` block is writing now (the innermost), or None: what
+    an ``OSError`` that names no file was writing, when it escapes without passing through the block's exit (a
+    file closed in a cleanup)."""
+    return str(_writing[-1]) if _writing else None
+
+
+def _name_output(e: BaseException, dest: Path) -> None:
+    """An ``OSError`` that names no file (a write to an open file: a full disk, a file too large) names the output
+    being written, so that its refusal (IO-1) says where: the destination, not its temporary sibling."""
+    if isinstance(e, OSError) and not e.filename:
+        e.filename = str(dest)
+
+
 @contextlib.contextmanager
 def atomic_dir(dest: str | Path, *, durable: bool = False) -> Iterator[Path]:
     """Yield a temporary sibling folder of ``dest``; on success rename it to ``dest``, else remove it.
@@ -140,6 +185,7 @@ def atomic_dir(dest: str | Path, *, durable: bool = False) -> Iterator[Path]:
     with parents_for(dest):
         tmp = parent / f".{dest.name}.tmp-{secrets.token_hex(4)}"
         tmp.mkdir()
+        _writing.append(dest)
         try:
             yield tmp
             if durable:
@@ -150,9 +196,13 @@ def atomic_dir(dest: str | Path, *, durable: bool = False) -> Iterator[Path]:
             os.rename(tmp, dest)
             if durable:
                 fsync_dir(parent)
-        except BaseException:
+        except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
+            _name_output(e, dest)
             raise
+        finally:
+            with contextlib.suppress(ValueError):
+                _writing.remove(dest)
 
 
 def atomic_write(path: str | Path, data: bytes, *, durable: bool = True) -> None:
@@ -197,6 +247,7 @@ def atomic_file(path: str | Path, *, durable: bool = True, replace: bool = False
         raise Refusal("OUT-1", "the destination exists", str(path))
     tmp = parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
     with parents_for(path):
+        _writing.append(path)
         try:
             with open(tmp, "xb") as f:
                 yield f
@@ -212,7 +263,12 @@ def atomic_file(path: str | Path, *, durable: bool = True, replace: bool = False
                     raise Refusal("OUT-1", "the destination exists", str(path)) from None
             if durable:
                 fsync_dir(parent)
+        except OSError as e:
+            _name_output(e, path)
+            raise
         finally:
+            with contextlib.suppress(ValueError):
+                _writing.remove(path)
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
 

@@ -14,6 +14,7 @@ the command line starts fast.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import sys
@@ -103,6 +104,10 @@ def verify(
 
     trust = load_policy(policy)
     require_dir(run)
+    if not (run / "run.json").exists() and not (run / "run.json").is_symlink():
+        # [RUN-1]: a run's identity is its run.json; a folder without one is not a damaged run (exit 1) but not a
+        # run at all: an input error, said as such (no outcome, no run hash of nothing)
+        raise Refusal("RUN-1", "not a run folder: it holds no run.json", str(run))
     anchor_list = read_anchors(anchors) if anchors is not None else None
     v = verify_with_policy(run, trust, anchor_list)
     if as_json:
@@ -689,6 +694,19 @@ def _usage_where(e: Exception) -> str:
     return name if isinstance(name, str) else ""
 
 
+_click_command: tuple[tuple, object] | None = None
+
+
+def _command() -> object:
+    """The click command typer builds from ``app``, built once per set of registered commands (typer builds it
+    anew on every call, reading every command's signature: about 40 ms, paid by each in-process run)."""
+    global _click_command
+    key = (id(app), len(app.registered_commands), len(app.registered_groups))
+    if _click_command is None or _click_command[0] != key:
+        _click_command = (key, typer.main.get_command(app))
+    return _click_command[1]
+
+
 def run(argv: Optional[List[str]] = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -696,7 +714,7 @@ def run(argv: Optional[List[str]] = None) -> int:
     as_json = _json_requested(args) and not contract
     try:
         with render.progress_display(quiet=as_json or contract):
-            rv = app(args=args, prog_name="aefgate", standalone_mode=False)
+            rv = _command()(args=args, prog_name="aefgate", standalone_mode=False)  # type: ignore[operator]
         return rv if isinstance(rv, int) else 0
     except Refusal as r:
         r = in_flags(r, args)
@@ -722,7 +740,10 @@ def run(argv: Optional[List[str]] = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as e:  # the system refused a file or a socket (a read-only place, a full disk): IO-1
-        where = str(e.filename or "")
+        from aefgate.fsutil import output_being_written
+
+        # the file it names, else the output being written (a write to an open file names none)
+        where = str(e.filename or output_being_written() or "")
         message = f"{e.strerror or e}" + (" (" + type(e).__name__ + ")" if not e.strerror else "")
         if as_json:
             render.emit_json({"error": {"rule": "IO-1", "where": where, "message": message}})
@@ -740,6 +761,59 @@ def run(argv: Optional[List[str]] = None) -> int:
         return EXIT_INPUT
 
 
+class _QuietPipe(io.RawIOBase):
+    """A standard stream's file descriptor that a closed reader cannot fail: once a write meets ``EPIPE`` (the reader
+    of ``| head -1`` went away), this and every later write is dropped, and the command goes on to its own end and
+    exit code (an integrity failure stays 1, a refusal 2, success 0), quietly."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self.broken = False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, b) -> int:  # type: ignore[override]
+        if self.broken:
+            return len(b)
+        try:
+            return os.write(self._fd, b)
+        except BrokenPipeError:
+            self.broken = True
+            return len(b)
+
+
+def _quiet_pipes() -> None:
+    """Put :class:`_QuietPipe` under ``sys.stdout`` and ``sys.stderr`` (same encoding, error handler, buffering)."""
+    for name in ("stdout", "stderr"):
+        old = getattr(sys, name)
+        try:
+            fd = old.fileno()
+        except (AttributeError, OSError, ValueError):  # not a real file (a test's capture): left alone
+            continue
+        try:
+            old.flush()
+        except OSError:
+            pass
+        new = io.TextIOWrapper(io.BufferedWriter(_QuietPipe(fd)), encoding=old.encoding, errors=old.errors,
+                               line_buffering=old.line_buffering or name == "stderr")
+        setattr(sys, name, new)
+
+
 def main() -> None:
-    """The console script ``aefgate``."""
-    sys.exit(run())
+    """The console script ``aefgate``: :func:`run`, with standard streams a closed pipe cannot fail."""
+    _quiet_pipes()
+    code = run()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # pragma: no cover - a _QuietPipe does not raise
+            pass
+    sys.exit(code)

@@ -142,6 +142,12 @@ class _Importer:
                     raise Refusal("AEP-13", f"aef.{k} is a {'string' if typ is str else 'JSON object'}", where)
             if "traceId" in aef and not _HEX32.match(aef["traceId"]):
                 raise Refusal("AEP-13", "aef.traceId is a 32-digit hex trace id", where)
+            usage = aef.get("usage")
+            if isinstance(usage, list):  # its entries' role and model are compared (RES-10) before the line's schema
+                for i, u in enumerate(usage):  # is checked (VER-2 for the rest): their types first
+                    for k in ("role", "model"):
+                        if isinstance(u, dict) and k in u and not isinstance(u[k], str):
+                            raise Refusal("AEP-13", f"aef.usage[{i}].{k} is a string", where)
         if etype == T_GUARD:
             self._guardrail(run, data, aef, time, tp, capture, where)
         elif etype == T_FEEDBACK:
@@ -155,8 +161,9 @@ class _Importer:
             if not isinstance(path, str) or not path:
                 raise Refusal("AEP-13", "aef.path is a non-empty string", where)
             if "trial" in aef:
-                if not isinstance(aef["trial"], int) or isinstance(aef["trial"], bool):
-                    raise Refusal("AEP-13", "aef.trial is an integer", where)
+                t = aef["trial"]
+                if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t <= 999:
+                    raise Refusal("AEP-13", "aef.trial is an integer from 0 to 999 (an AEF line's trial)", where)
                 marker: tuple = ("t", aef["trial"])
             elif "trials" in aef:
                 if not isinstance(aef["trials"], dict):
@@ -354,6 +361,9 @@ def _trees(imp: _Importer, level: str) -> list[tuple[str, tuple, dict]]:
         agg = node.get("aggregation")
         if isinstance(agg, dict) and isinstance(agg.get("decisive"), list):  # ids -> the children's paths
             agg = node["aggregation"] = dict(agg)
+            if not all(isinstance(d, str) for d in agg["decisive"]):  # ids are compared: their type first
+                raise Refusal("AEP-13", "aef.aggregation.decisive is an array of strings (result ids or paths)",
+                              ln.where)
             agg["decisive"] = [by_rid[d][1] if d in by_rid else d for d in agg["decisive"]]
         parent = (ln.aef or {}).get("parent")
         if parent:

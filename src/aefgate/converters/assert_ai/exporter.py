@@ -54,9 +54,9 @@ def _taxonomy(run_dir: Path, given: str | os.PathLike[str] | None) -> tuple[byte
                       else "no such taxonomy file", where)
     data = path.read_bytes()
     try:
-        doc = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise Refusal("ASSERT-11", f"the taxonomy is not JSON: {e}", where) from None
+        doc = _json(data[3:] if data[:3] == b"\xef\xbb\xbf" else data)
+    except jsonio.JsonProblem as e:
+        raise Refusal("ASSERT-11", f"the taxonomy is not JSON: {e.reason}", where) from None
     cats = doc.get("behavior_categories") if isinstance(doc, dict) else None
     if not isinstance(cats, list):
         raise Refusal("ASSERT-11", "a taxonomy is an object with behavior_categories (a list)", where)
@@ -102,13 +102,19 @@ def _event(role: str, text: str) -> dict:
             "edit": {"type": "add_message", "message": {"role": role, "content": text}}, "raw": None}
 
 
+def _json(data: bytes) -> Any:
+    """A JSON text as Python's ``json`` reads it (NaN, Infinity), within aefgate's bounds (depth, number size):
+    blobs and files hold anything, and what does not read is text (or a refusal where JSON is required)."""
+    return jsonio.loads_tolerant(data, nonfinite=True)
+
+
 def _args(value: Any) -> dict:
     if isinstance(value, dict):
         return value
     if isinstance(value, str):
         try:
-            parsed = json.loads(value)
-        except ValueError:
+            parsed = _json(value.encode("utf-8", "surrogatepass"))
+        except jsonio.JsonProblem:
             return {"input": value}
         return parsed if isinstance(parsed, dict) else {"input": parsed}
     return {} if value is None else {"input": value}
@@ -182,8 +188,8 @@ def events_from_messages(messages: list) -> list[dict]:
 def _tool_edit(data: bytes) -> dict:
     """A ``tool_call`` evidence blob as ASSERT's edit (an ASSERT edit as it is; else name, arguments, result)."""
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        doc = _json(data)
+    except jsonio.JsonProblem:
         return _tool_event("tool", None, data.decode("utf-8", "replace"))
     if isinstance(doc, dict) and doc.get("type") == "tool_call" and isinstance(doc.get("tool_name"), str):
         return {"view": ["target", "combined"], "actor": "tool", "edit": doc, "raw": None}
@@ -201,8 +207,8 @@ def _messages_of(data: bytes) -> tuple[str, Any]:
     except UnicodeDecodeError:
         return "text", data.decode("utf-8", "replace")
     try:
-        doc = json.loads(text)
-    except ValueError:
+        doc = _json(data)
+    except jsonio.JsonProblem:
         return "text", text
     if isinstance(doc, dict) and isinstance(doc.get("events"), list):
         return "row", doc

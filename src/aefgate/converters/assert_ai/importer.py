@@ -56,6 +56,7 @@ from aefgate.formats.assert_ai.model import (
     lane_of,
 )
 from aefgate.formats.assert_ai.reader import AssertRun, open_run
+from aefgate.fsutil import open_regular
 from aefgate.progress import task as progress_task
 
 __all__ = ["Imported", "classify", "from_assert", "wilson"]
@@ -805,7 +806,12 @@ class _CaseWriter:
         try:
             self.b.add_case(case_id, root)
         except Refusal as e:
-            raise Refusal(e.rule, f"{e.message} (the case {case_id})", e.where, exit_code=e.exit_code) from None
+            message = e.message
+            if e.rule == "ENC-3":  # a NaN or Infinity (Python's json writes them) in a value carried as it is
+                message += " (NaN or Infinity in a value the line carries in ext: AEF cannot hold it)"
+            # a refusal of the line that names no place is placed at the ASSERT run the case comes from
+            raise Refusal(e.rule, f"{message} (the case {case_id})", e.where or str(self.r.run_dir),
+                          exit_code=e.exit_code) from None
 
     def _evidence(self, i: int, test_row: dict | None, transcript: tuple[bytes, dict] | None, row: dict | None,
                   root: dict) -> list[str]:
@@ -909,7 +915,7 @@ class _Reader:
 
     def __enter__(self) -> "_Reader":
         if self.path is not None:
-            self.f = open(self.path, "rb")
+            self.f = open_regular(self.path)  # a regular file when it was indexed: never a pipe put there since
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -28,6 +28,7 @@ from aefgate.formats.evaluation_api import (
     BooleanValue, FeaturedSection, GroupSection, Insight, ListValue, NumberValue, StandaloneSection, StatusResponse,
     TextValue, iter_insights, parse, session_of, unknown,
 )
+from aefgate.fsutil import MISSING, input_file_problem, open_regular
 
 __all__ = ["EXT", "from_evaluation_api", "input_files", "escape", "insight_path"]
 
@@ -64,15 +65,34 @@ def insight_path(item: Any, group: GroupSection | None, where: str) -> str:
 
 
 def input_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The response files ``path`` names: itself, or a folder's ``*.json``. A ``.json`` entry that is not a regular
+    file (a pipe, a device, a link that loops or leads nowhere) is refused (CLI-1), never skipped nor waited on."""
     p = Path(path)
     if p.is_dir():
-        files = sorted(x for x in p.iterdir() if x.suffix == ".json" and x.is_file())
+        files = []
+        for x in sorted(p.iterdir()):
+            if x.suffix != ".json":
+                continue
+            problem = input_file_problem(x)
+            if problem is not None:
+                raise Refusal("CLI-1", f"a response file: {problem}", str(x))
+            files.append(x)
         if not files:
             raise Refusal("CLI-1", "the folder holds no .json response", str(p))
         return files
-    if not p.is_file():
-        raise Refusal("CLI-1", "no such file or folder", str(p))
+    problem = input_file_problem(p)
+    if problem is not None:
+        raise Refusal("CLI-1", "no such file or folder" if problem == MISSING else problem, str(p))
     return [p]
+
+
+def _read(p: Path) -> bytes:
+    """A response file's bytes (at most the 4 MiB a JSON document is read at, [ENC-17]), only if a regular file."""
+    try:
+        with open_regular(p) as f:
+            return f.read(jsonio.MAX_DOC + 1)
+    except OSError as e:
+        raise Refusal("CLI-1", f"a response file cannot be read: {e.strerror or e}", str(p)) from None
 
 
 class _Session:
@@ -290,7 +310,7 @@ def from_evaluation_api(
             paths.extend(input_files(p))
     out = Path(os.path.abspath(out_dir))
     check_destination(out, inputs=tuple(paths))
-    items = [(str(p), p.read_bytes(), p.stem, None) for p in paths] + list(fetched)
+    items = [(str(p), _read(p), p.stem, None) for p in paths] + list(fetched)
     if not items:
         raise Refusal("CLI-1", "no response to import", "INPUT")
     sessions = read_sessions(items)  # every refusal of the responses before anything is written

@@ -13,6 +13,13 @@ Reading
 
 Problems raise :class:`JsonProblem` whose ``code`` is the §3.9 code: ``encoding`` or ``limit``.
 
+``loads_tolerant(buf)`` is the same reader for the formats whose own readers are more lenient than AEF (AgentEval's
+System.Text.Json keeps the last of two members; Python's ``json``, which writes ASSERT's files, writes ``NaN`` and
+``Infinity``): it takes duplicates (the last value kept) and, on request, the non-finite tokens, but keeps the
+bounds every reader of aefgate has: nesting depth at most 64 (``limit``, ENC-17) and no number literal that
+overflows binary64 (``1e400``, an integer of 309 digits or more: ``encoding``, ENC-3), and no unpaired surrogate
+(ENC-2), so that nothing read can fail later when it is written into a run.
+
 msgspec parses (fast, in C) and already refuses invalid UTF-8, control characters in strings, unpaired
 surrogates, ``NaN`` and floats out of range. It keeps the last of two members with one name, so duplicates are
 detected here, without giving up msgspec's speed on ordinary input:
@@ -133,6 +140,20 @@ def _has_overflowing_int(value: Any) -> bool:
     return False
 
 
+def _too_deep(buf: bytes, value: Any, max_depth: int = MAX_DEPTH) -> bool:
+    # a cheap certificate first (every level needs a bracket)
+    return buf.count(b"{") + buf.count(b"[") > max_depth and _depth(value) > max_depth
+
+
+def _overflows(buf: bytes, value: Any) -> bool:
+    return (
+        len(buf) >= 309
+        and len(buf) - len(buf.translate(None, b"0123456789")) >= 309  # cheap: enough digits at all
+        and _BIG_DIGITS.search(buf) is not None
+        and _has_overflowing_int(value)
+    )
+
+
 def loads(buf: bytes, *, max_size: int = MAX_DOC, top_object: bool = True) -> Any:
     """Read one strict JSON text (see the module docstring). Raises :class:`JsonProblem`."""
     if len(buf) > max_size:
@@ -149,7 +170,7 @@ def loads(buf: bytes, *, max_size: int = MAX_DOC, top_object: bool = True) -> An
         raise JsonProblem("encoding", msg, rule) from None
     if top_object and type(value) is not dict:
         raise JsonProblem("encoding", "the top-level value is not an object", "ENC-1")
-    # depth: a cheap certificate first (every level needs a bracket)
+    # depth: a cheap certificate first (every level needs a bracket); inline, as the size check below (the hot path)
     if buf.count(b"{") + buf.count(b"[") > MAX_DEPTH and _depth(value) > MAX_DEPTH:
         raise JsonProblem("limit", f"nesting deeper than {MAX_DEPTH}", "ENC-17")
     # duplicates: the re-encoding certificate, else the exact slow path
@@ -167,6 +188,111 @@ def loads(buf: bytes, *, max_size: int = MAX_DOC, top_object: bool = True) -> An
         and _has_overflowing_int(value)
     ):
         raise JsonProblem("encoding", "a number overflows binary64", "ENC-3")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    f = float(text)
+    if math.isinf(f):
+        raise _Overflow(text)
+    return f
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) >= 309:  # (a sign counts: "-" and 308 digits still fits)
+        v = int(text) if len(text) < 4300 else None
+        if v is None or v >= _MAX_FLOAT_INT or v <= -_MAX_FLOAT_INT:
+            raise _Overflow(text)
+        return v
+    return int(text)
+
+
+class _Overflow(Exception):
+    pass
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_in(value: Any) -> str | None:
+    """The first string (member names included) holding an unpaired surrogate, or None."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is str:
+            if _SURROGATE.search(v):
+                return v
+        elif t is dict:
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif t is list:
+            stack.extend(v)
+    return None
+
+
+def loads_tolerant(
+    buf: bytes | memoryview, *, max_depth: int = MAX_DEPTH, nonfinite: bool = False, top_object: bool = False
+) -> Any:
+    """One JSON text read as lenient writers' readers read it (see the module docstring): a member given twice keeps
+    its last value, ``NaN``/``Infinity``/``-Infinity`` are read as floats when ``nonfinite``, a byte-order mark is
+    refused (the caller skips one where its format allows it). Still bounded: nesting deeper than ``max_depth``
+    (``limit``, ENC-17), a number literal that overflows binary64 (``encoding``, ENC-3), an unpaired surrogate
+    (``encoding``, ENC-2), text that is not UTF-8 or not JSON (``encoding``, ENC-1). Raises :class:`JsonProblem`."""
+    if type(buf) is not bytes:
+        buf = bytes(buf)
+    try:
+        value = _decoder.decode(buf)
+    except RecursionError:
+        raise JsonProblem("limit", f"nesting deeper than {max_depth}", "ENC-17") from None
+    except msgspec.DecodeError as e:
+        msg = str(e)
+        if "out of range" in msg:
+            raise JsonProblem("encoding", "a number overflows binary64", "ENC-3") from None
+        # the standard library's reader says exactly what is wrong (msgspec calls a lone high surrogate at the end of
+        # a string "truncated"), and reads what Python's json writes and msgspec refuses (NaN, Infinity)
+        value = _stdlib_nonfinite(buf, max_depth, nonfinite)
+        if not nonfinite:  # pragma: no cover - the standard library read what msgspec refused: refused all the same
+            raise JsonProblem("encoding", msg, "ENC-1")
+    else:
+        if _too_deep(buf, value, max_depth):
+            raise JsonProblem("limit", f"nesting deeper than {max_depth}", "ENC-17")
+        if _overflows(buf, value):
+            raise JsonProblem("encoding", "a number overflows binary64", "ENC-3")
+    if top_object and type(value) is not dict:
+        raise JsonProblem("encoding", "the top-level value is not an object", "ENC-1")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _stdlib_nonfinite(buf: bytes, max_depth: int, nonfinite: bool = True) -> Any:
+    """What msgspec refuses: the standard library's reader, with the same bounds, taking ``NaN`` and ``Infinity``
+    (what Python's ``json`` writes) when ``nonfinite``; raises :class:`JsonProblem` with what is wrong otherwise."""
+    try:
+        text = buf.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise JsonProblem("encoding", f"not UTF-8 (byte {e.start})", "ENC-1") from None
+    try:
+        value = json.loads(text, parse_float=_finite_float, parse_int=_bounded_int,
+                           **({} if nonfinite else {"parse_constant": _no_constant}))
+    except _Overflow:
+        raise JsonProblem("encoding", "a number overflows binary64", "ENC-3") from None
+    except RecursionError:
+        raise JsonProblem("limit", f"nesting deeper than {max_depth}", "ENC-17") from None
+    except json.JSONDecodeError as e:
+        if e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string"):  # the text ends inside a value:
+            # said as msgspec says it (callers tell a truncated file by these words)
+            raise JsonProblem("encoding", "Input data was truncated", "ENC-1") from None
+        raise JsonProblem("encoding", f"not JSON: {e}", "ENC-1") from None
+    except ValueError as e:
+        raise JsonProblem("encoding", f"not JSON: {e}", "ENC-1") from None
+    if _depth(value) > max_depth:
+        raise JsonProblem("limit", f"nesting deeper than {max_depth}", "ENC-17")
+    if _surrogate_in(value) is not None:
+        raise JsonProblem("encoding", "an unpaired surrogate escape (not Unicode text)", "ENC-2")
     return value
 
 

@@ -9,56 +9,72 @@ with the file and line, under rule ``ASSERT-2`` (``ASSERT-7`` for YAML); nothing
 - :func:`iter_jsonl`: the lines of a JSON Lines file as ``(line number, byte offset, raw bytes, object)``, streaming
   (memory holds one line); blank lines are skipped, as ``assert_ai.core.io.load_jsonl`` skips them;
 - :func:`read_line_at`: one line again, by the offset :func:`iter_jsonl` gave;
-- :func:`read_yaml`: a YAML file whose top is a mapping (``yaml.safe_load``: no Python objects are built).
+- :func:`read_yaml`: a YAML file whose top is a mapping (:func:`aefgate.formats.yamlio.load`: ``yaml.safe_load``,
+  no Python objects are built, within the bounds below).
+
+Bounded as every reader of aefgate (:func:`aefgate.formats.aef.jsonio.loads_tolerant`, :mod:`aefgate.formats.yamlio`):
+nesting at most 64 deep, no number literal beyond binary64 (``1e400``, an integer of 309 digits; Python's ``json``
+writes an infinity as ``Infinity``, never so), no unpaired surrogate (``"\ud800"``: Python's ``json`` can write one,
+but it is not Unicode text and no run can hold it), under the file's rule (ASSERT-2, ASSERT-7). Every file is opened
+only if it is a regular file (a pipe, a device, a link that loops is refused: never read as absent, never a hang).
 """
 
 from __future__ import annotations
 
-import json
+import errno
 import os
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
-import msgspec
-
 from aefgate.errors import Refusal
+from aefgate.formats.aef import jsonio
+from aefgate.fsutil import open_regular
 
 __all__ = ["MAX_LINE", "iter_jsonl", "read_line_at", "read_object", "read_yaml", "sha256_file"]
 
 #: the longest JSON Lines line read (an inference row holds the whole conversation and its model calls)
 MAX_LINE = 256 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
-_decode = msgspec.json.Decoder().decode
 _CHUNK = 1 << 20
+_MAX_YAML = 4 * 1024 * 1024  # as a JSON document of AEF ([ENC-17]): PyYAML reads about 1 MiB a second
 
 
 def _parse(raw: bytes, where: str) -> Any:
-    """One JSON text: msgspec first (fast), the standard library for what Python's ``json`` writes and msgspec
-    refuses (``NaN``, ``Infinity``)."""
+    """One JSON text as Python's ``json`` writes it (``NaN``, ``Infinity`` taken), within aefgate's bounds."""
     try:
-        return _decode(raw)
-    except msgspec.DecodeError:
-        pass
+        return jsonio.loads_tolerant(raw, nonfinite=True)
+    except jsonio.JsonProblem as e:
+        reason = e.reason
+        if reason.startswith("not UTF-8"):
+            reason += ": assert-ai writes UTF-8"
+        elif e.rule in ("ENC-17", "ENC-3", "ENC-2"):
+            reason = f"{reason} ([{e.rule}])"
+        elif not reason.startswith("not JSON"):
+            reason = f"not JSON: {reason}"
+        raise Refusal("ASSERT-2", reason, where) from None
+
+
+def _open(p: Path) -> BinaryIO:
+    """``p`` opened for reading when it is a regular file (ASSERT-1 when it cannot be opened, ASSERT-2 when it is a
+    pipe, a device, a folder: never read, never waited on)."""
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise Refusal("ASSERT-2", f"not UTF-8 (byte {e.start}): assert-ai writes UTF-8", where) from None
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise Refusal("ASSERT-2", f"not JSON: {e}", where) from None
+        return open_regular(p)
+    except OSError as e:
+        rule = "ASSERT-2" if e.errno in (errno.EINVAL, errno.ELOOP) else "ASSERT-1"
+        raise Refusal(rule, f"cannot be read: {e.strerror or e}", str(p)) from None
 
 
 def read_object(path: str | os.PathLike[str], *, max_size: int = 64 * 1024 * 1024) -> tuple[dict, bytes]:
     """The object a JSON file holds, and the file's bytes (ASSERT-2 when it is not one)."""
     p = Path(path)
-    try:
-        size = p.stat().st_size
-    except OSError as e:
-        raise Refusal("ASSERT-1", f"cannot be read: {e.strerror or e}", str(p)) from None
-    if size > max_size:
-        raise Refusal("ASSERT-2", f"{size} bytes: more than the {max_size} a document of ASSERT's is read at", str(p))
-    raw = p.read_bytes()
+    with _open(p) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > max_size:
+            raise Refusal("ASSERT-2", f"{size} bytes: more than the {max_size} a document of ASSERT's is read at",
+                          str(p))
+        raw = f.read(max_size + 1)
+    if len(raw) > max_size:
+        raise Refusal("ASSERT-2", f"more than the {max_size} bytes a document of ASSERT's is read at", str(p))
     body = raw[3:] if raw.startswith(_BOM) else raw
     value = _parse(body, str(p))
     if not isinstance(value, dict):
@@ -110,7 +126,7 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, int, bytes, 
     order; ASSERT-2 at ``<file>:<line>`` for a line that is not a JSON object."""
     p = Path(path)
     where = str(p)
-    with open(p, "rb") as f:
+    with _open(p) as f:
         for lineno, offset, raw in _lines(f, where):
             if not raw.strip():
                 continue
@@ -140,21 +156,27 @@ def read_yaml(path: str | os.PathLike[str]) -> tuple[dict, bytes]:
     is not a mapping). An empty file is an empty mapping."""
     import yaml
 
+    from aefgate.formats import yamlio
+
     p = Path(path)
-    raw = p.read_bytes()
+    with _open(p) as f:
+        raw = f.read(_MAX_YAML + 1)
+    if len(raw) > _MAX_YAML:
+        raise Refusal("ASSERT-7", f"more than the {_MAX_YAML} bytes a configuration is read at", str(p))
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise Refusal("ASSERT-7", f"not UTF-8 (byte {e.start})", str(p)) from None
     try:
-        value = yaml.safe_load(text)
+        value = yamlio.load(text)
+    except yamlio.YamlProblem as e:
+        where = f"{p}:{e.line}" if e.line is not None else str(p)
+        raise Refusal("ASSERT-7", f"{e.reason} ([{e.rule}])", where) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise Refusal("ASSERT-7", f"not YAML: {problem}", where) from None
-    except RecursionError:
-        raise Refusal("ASSERT-7", "not YAML: nested too deeply", str(p)) from None
     if value is None:
         value = {}
     if not isinstance(value, dict):
@@ -167,7 +189,7 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with _open(Path(path)) as f:
         while True:
             chunk = f.read(_CHUNK)
             if not chunk:

@@ -23,6 +23,7 @@ from pathlib import Path
 from aefgate.errors import Refusal
 from aefgate.formats.assert_ai.files import read_object, read_yaml, sha256_file
 from aefgate.formats.assert_ai.model import CASE_TYPES, Taxonomy, case_id_problem
+from aefgate.fsutil import MISSING, input_file_problem
 
 __all__ = ["CASE_MAP", "AssertRun", "CaseMap", "open_run", "read_case_map", "ASSERT_ID"]
 
@@ -64,8 +65,7 @@ class AssertRun:
     notes: list[str] = field(default_factory=list)
 
     def file(self, name: str, level: str = "run") -> Path | None:
-        p = (self.run_dir if level == "run" else self.suite_dir) / name
-        return p if p.is_file() else None
+        return _present((self.run_dir if level == "run" else self.suite_dir) / name)
 
     @property
     def judge_only(self) -> bool:
@@ -75,6 +75,17 @@ class AssertRun:
             return True
         stages = (self.manifest or {}).get("stages")
         return isinstance(stages, dict) and bool(stages) and "inference" not in stages
+
+
+def _present(p: Path) -> Path | None:
+    """``p`` when it is a regular file, None when nothing is there; ASSERT-2 for anything else (a pipe, a device, a
+    folder, a link that loops or leads nowhere): a file that is there but cannot be read is never taken as absent."""
+    problem = input_file_problem(p)
+    if problem is None:
+        return p
+    if problem == MISSING:
+        return None
+    raise Refusal("ASSERT-2", problem, str(p))
 
 
 def _artifact(suite_dir: Path, manifest: dict | None, stage: str, key: str) -> tuple[Path | None, str | None]:
@@ -94,15 +105,15 @@ def _artifact(suite_dir: Path, manifest: dict | None, stage: str, key: str) -> t
     elif isinstance(folder, str):
         path = f"{folder}/{name}"
     if path is not None and not Path(path).is_absolute() and ".." not in Path(path).parts:
-        p = suite_dir / path
-        if p.is_file():
+        p = _present(suite_dir / path)
+        if p is not None:
             return p, recorded
     return None, recorded
 
 
 def _pick(suite_dir: Path, manifest: dict | None, stage: str, key: str, name: str) -> Path | None:
     versioned, recorded = _artifact(suite_dir, manifest, stage, key)
-    chosen = versioned or (suite_dir / name if (suite_dir / name).is_file() else None)
+    chosen = versioned or _present(suite_dir / name)
     if chosen is not None and recorded is not None and sha256_file(chosen) != recorded.lower():
         raise Refusal("ASSERT-5", f"the {name} read is not the one the run used: ASSERT's manifest.json records "
                                   f"sha256 {recorded} for it (artifact_versions.{stage})", str(chosen))
@@ -158,7 +169,7 @@ def open_run(path: str | os.PathLike[str], *, suite: str | None = None, run: str
     if not run_dir.is_dir():
         raise Refusal("ASSERT-1", "an ASSERT run is a folder (results/<suite>/<run>/), and this is not one",
                       str(run_dir))
-    if not any((run_dir / f).is_file() for f in RUN_FILES):
+    if not any(_present(run_dir / f) is not None for f in RUN_FILES):
         raise Refusal("ASSERT-1", "not an ASSERT run folder: it holds none of inference_set.jsonl, scores.jsonl and "
                                   "manifest.json", str(run_dir))
     run_dir = Path(os.path.abspath(run_dir))
@@ -178,7 +189,7 @@ def open_run(path: str | os.PathLike[str], *, suite: str | None = None, run: str
     r.inference_set = r.file("inference_set.jsonl")
     r.scores = r.file("scores.jsonl")
     kit = suite_dir.parent.parent / CASE_MAP
-    if suite_dir.parent.name == "results" and kit.is_file():
+    if suite_dir.parent.name == "results" and _present(kit) is not None:
         r.case_map = read_case_map(kit)
         if r.case_map.inference_sha256 is not None and r.inference_set is not None:
             if sha256_file(r.inference_set) != r.case_map.inference_sha256.lower():

@@ -174,6 +174,9 @@ def parse(data: bytes, where: str) -> tuple[StatusResponse, dict]:
     sessions: set[str] = set()
     for i, s in enumerate(sections):
         at = f"{where}#.results[{i}]"
+        if s.order is None:  # a STANDALONE_INSIGHT reads as an Insight, whose order is optional inside a group only
+            raise Refusal("EVAPI-1", "a section has an order (an integer): sections are read ascending by order",
+                          f"{at}.order")
         if s.order in orders:
             raise Refusal("EVAPI-3", f"two sections with order {s.order} (results[{orders[s.order]}] and "
                                      f"results[{i}]): their order is undefined", f"{at}.order")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import math
 import mmap
 import os
 import re
@@ -29,6 +30,7 @@ from typing import Any, Iterator
 import msgspec
 
 from aefgate.errors import Refusal
+from aefgate.formats.aef import jsonio
 from aefgate.formats.store_v1.values import timespan_ns, utc_time
 
 __all__ = [
@@ -58,7 +60,8 @@ RULES = {
              "a manifest whose runId is not its folder's name",
     "SV1-2": "a symbolic link that leads out of the workspace, or an entry that is not a regular file or folder",
     "SV1-3": "a file that is not JSON as AgentEval writes it: not UTF-8, malformed or truncated, not an object at the "
-             "top, over the size bound",
+             "top, over the size bound, nested deeper than 64 (the agent trace's events: deeper than the reader "
+             "follows), a number beyond binary64 (1e400, 309 digits; the agent trace included)",
     "SV1-4": "a file the run needs is missing: manifest.json, or the subject's subject.json (AgentEval's reader finds "
              "no run of a subject without it)",
     "SV1-5": "a member the mapping needs is missing or of the wrong type, or an enum value AgentEval does not know",
@@ -290,18 +293,29 @@ def locate_run_folder(path: str | os.PathLike[str]) -> tuple[Workspace, RunRef]:
 
 
 def _decode_error(e: Exception) -> str:
-    text = str(e)
+    if isinstance(e, jsonio.JsonProblem):
+        if e.rule == "ENC-17":
+            return f"{e.reason} ([ENC-17]; System.Text.Json's default MaxDepth is 64 too)"
+        if e.rule == "ENC-3":
+            return f"{e.reason}: AEF cannot hold it ([ENC-3])"
+        text = e.reason
+    else:
+        text = str(e)
     if "truncated" in text:
         return "the JSON is truncated (the file ends inside a value)"
     return f"not JSON: {text}"
 
 
 def _decode(data: bytes | memoryview, where: Path | str) -> Any:
+    """One JSON text as AgentEval's System.Text.Json reads it (a byte-order mark skipped, a member twice keeps its
+    last value), within its bounds: nesting at most 64 deep (System.Text.Json's default ``MaxDepth``, and AEF's
+    [ENC-17]) and no number beyond binary64 (``1e400``, an integer of 309 digits: AEF cannot hold it, [ENC-3]);
+    SV1-3 otherwise."""
     if bytes(data[:3]) == b"\xef\xbb\xbf":  # System.Text.Json skips a UTF-8 byte-order mark
         data = data[3:]
     try:
-        return msgspec.json.decode(data)
-    except msgspec.DecodeError as e:
+        return jsonio.loads_tolerant(data)
+    except jsonio.JsonProblem as e:
         raise _refuse("SV1-3", _decode_error(e), where) from None
 
 
@@ -586,8 +600,8 @@ def _tree(output: str, path: Path) -> EvalTree | None:
     if not output.startswith("{"):
         return None
     try:
-        doc = msgspec.json.decode(output.encode("utf-8", "surrogatepass"))
-    except msgspec.DecodeError:
+        doc = jsonio.loads_tolerant(output.encode("utf-8", "surrogatepass"))
+    except jsonio.JsonProblem:  # not JSON (or beyond the bounds): an agent's plain output
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("metric"), dict) or not isinstance(doc.get("score"), dict):
         return None
@@ -720,10 +734,56 @@ def _trace_head(buf: Any) -> tuple[str | None, Any]:
         else:
             head = msgspec.json.decode(buf, type=_TraceHead)
     except msgspec.ValidationError as e:
+        if "out of range" in str(e):
+            return "a number overflows binary64: AEF cannot hold it ([ENC-3])", None
         return f"not an AgentTrace object: {e}", None
     except msgspec.DecodeError as e:
         return _decode_error(e), None
+    except RecursionError:
+        return "nesting too deep to read (System.Text.Json's default MaxDepth is 64)", None
+    if _overflowing_number(buf):
+        return "a number overflows binary64: AEF cannot hold it ([ENC-3]), no more than NaN", None
     return None, (head.runId, head.scenarioId, bytes(memoryview(head.events)[:1]) == b"[")
+
+
+#: the bytes of a trace mapped to classes for a cheap search (C speed, no regular expression over the whole map):
+#: a digit -> "0", e/E -> "e", "+" -> "+", a JSON delimiter after a number (, ] } white space) -> "d", any other
+#: byte -> "x". A number literal with an exponent of three digits or more (1e400) then reads "0e000...d" or
+#: "0e+000...d"; an integer of 309 digits "000..." (309). A hex id inside a string ("3e123ab") does not end in "d".
+_CLASSES = bytes(48 if 48 <= i <= 57 else 101 if i in (69, 101) else 43 if i == 43 else
+                 100 if i in (44, 93, 125, 32, 9, 10, 13) else 120 for i in range(256))
+_MAYBE_BIG = re.compile(rb"0e\+?000+d")  # (leading zeros of an exponent count: a candidate, checked exactly)
+_DIGITS_309 = b"0" * 309
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?')
+_SCAN = 2 << 20  # the search reads the map in slices of 2 MiB (memory stays flat), overlapping by a number's length
+
+
+def _maybe_big(buf: Any) -> bool:
+    n = len(buf)
+    for start in range(0, max(n, 1), _SCAN):
+        part = bytes(buf[max(0, start - 512):start + _SCAN]).translate(_CLASSES)
+        if part.find(_DIGITS_309) >= 0 or _MAYBE_BIG.search(part) is not None:
+            return True
+    return False
+
+
+def _overflowing_number(buf: Any) -> bool:
+    """Whether the JSON text ``buf`` (a memory map; already known to be well formed) holds a number literal beyond
+    binary64 (``1e400``, an integer of 309 digits): the events of a trace are checked as JSON without being built,
+    and that check does not read numbers. Strings are skipped, so text that looks like a number is not one."""
+    if not _maybe_big(buf):
+        return False
+    for m in _TOKEN.finditer(buf):
+        if buf[m.start()] == 0x22:  # a string (never copied: it may be the trace's 100 MB)
+            continue
+        tok = m.group()
+        if b"e" in tok or b"E" in tok or b"." in tok:
+            if math.isinf(float(tok)):
+                return True
+        elif len(tok) >= 309:
+            if len(tok) > 4000 or abs(int(tok)) >= 2**1024 - 2**970:
+                return True
+    return False
 
 
 def _check_utf8(path: Path) -> None:
@@ -908,8 +968,8 @@ def native_links(ws: Workspace) -> dict[str, list[Path]]:
         try:
             if os.path.islink(p) or os.path.getsize(p) > 4 * MIB:
                 continue
-            doc = msgspec.json.decode(p.read_bytes())
-        except (OSError, msgspec.DecodeError):
+            doc = jsonio.loads_tolerant(p.read_bytes())
+        except (OSError, jsonio.JsonProblem):
             continue
         if not isinstance(doc, dict) or "imported" in doc:
             continue
