@@ -361,3 +361,18 @@ def test_aep_decisive_entries_are_strings(tmp_path: Path, events: dict[str, Path
         ["convert", "--from", "cloudevents", "--to", "aef", "--at", AT, src]
     assert refused(args, tmp_path / "out") == (
         "AEP-13", f"{src}:{withagg + 1}", "aef.aggregation.decisive is an array of strings (result ids or paths)")
+
+
+# -- Inspect: a pooled model call whose request is not an object (found by the fuzz test, seed 28) ----------------
+
+
+@pytest.mark.parametrize("request_value", ["\ud800", "abc", 3, ["messages"]])
+def test_inspect_call_request_that_is_not_an_object(tmp_path: Path, request_value) -> None:
+    doc = json.loads((SAMPLES / "inspect" / "errors_limits.json").read_text())
+    call = doc["samples"][5]["events"][7]["call"]
+    assert call.get("call_refs"), "the sample's model call cites the call pool"  # the case the resolver expands
+    call["request"] = request_value
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps(doc))
+    rule, where, message = refused(["import", "inspect", src], tmp_path / "out")
+    assert (rule, where) == ("IN-FMT-6", str(src)) and "call.request" in message, (rule, where, message)

@@ -453,7 +453,11 @@ def resolve_events_data(sample: dict, where: str = "") -> dict:
                 del event["input_refs"]
             call = event.get("call")
             if calls and isinstance(call, dict) and call.get("call_refs"):
-                request = dict(call.get("request") or {})
+                request = call.get("request") or {}
+                if not isinstance(request, dict):  # Inspect's ModelCall.request is an object
+                    raise Refusal(rules.LAYOUT, "a model event's call.request that is not an object, with call_refs",
+                                  where)
+                request = dict(request)
                 request[call.get("call_key") or "messages"] = _expand(call["call_refs"], calls, where)
                 call["request"] = request
                 call.pop("call_refs", None)
