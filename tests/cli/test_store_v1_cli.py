@@ -231,7 +231,11 @@ def test_an_interrupted_all_leaves_whole_runs_and_resumes(tmp_path: Path):
     cmd = [sys.executable, "-m", "aefgate", "import", "store-v1", "--all", str(store.root), str(out), "--json",
            "--at", AT]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), start_new_session=True)
-    time.sleep(0.8)
+    # Ctrl-C once the migration is under way (its output folder made), not at a fixed time: on a loaded machine a
+    # fixed 0.8 s can fall in the interpreter's start, before the command runs (Python's own exit by SIGINT, -2)
+    deadline = time.monotonic() + 60
+    while not (out.is_dir() and any(out.iterdir())) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
     os.killpg(p.pid, signal.SIGINT)  # Ctrl-C: the whole process group
     _, err = p.communicate(timeout=60)
     assert p.returncode in (130, 0) and b"Traceback" not in err, err
