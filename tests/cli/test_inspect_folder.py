@@ -203,7 +203,9 @@ def test_an_interrupted_folder_import_leaves_whole_runs_and_resumes(inspect_cli_
     time.sleep(0.6)  # about half of the logs imported, on the 2-core machine
     os.killpg(p.pid, signal.SIGINT)  # Ctrl-C: the whole process group
     _, err = p.communicate(timeout=60)
-    assert p.returncode in (130, 0) and b"Traceback" not in err, err
+    # 130, or ended by the SIGINT itself (-2: how a process reports Ctrl-C when the signal lands in the
+    # interpreter's own shutdown, after the command's handler), or 0 (done before the signal); never a traceback
+    assert p.returncode in (130, 0, -signal.SIGINT) and b"Traceback" not in err, err
     done = sorted(x.name for x in out.iterdir() if x.name != STATE_FILE) if out.exists() else []
     assert not [n for n in done if n.startswith(".")]  # no temporary folder: every run there is whole
     for name in done:

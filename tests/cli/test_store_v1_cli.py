@@ -238,7 +238,9 @@ def test_an_interrupted_all_leaves_whole_runs_and_resumes(tmp_path: Path):
         time.sleep(0.02)
     os.killpg(p.pid, signal.SIGINT)  # Ctrl-C: the whole process group
     _, err = p.communicate(timeout=60)
-    assert p.returncode in (130, 0) and b"Traceback" not in err, err
+    # 130, or ended by the SIGINT itself (-2: how a process reports Ctrl-C when the signal lands in the
+    # interpreter's own shutdown, after the command's handler), or 0 (done before the signal); never a traceback
+    assert p.returncode in (130, 0, -signal.SIGINT) and b"Traceback" not in err, err
     done = sorted(d.name for d in out.iterdir())
     assert not [n for n in done if n.startswith(".")]  # no temporary folder: every run there is whole
     for name in done:

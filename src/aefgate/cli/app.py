@@ -809,11 +809,14 @@ def _quiet_pipes() -> None:
 
 def main() -> None:
     """The console script ``aefgate``: :func:`run`, with standard streams a closed pipe cannot fail."""
-    _quiet_pipes()
-    code = run()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # pragma: no cover - a _QuietPipe does not raise
-            pass
+    try:
+        _quiet_pipes()
+        code = run()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # pragma: no cover - a _QuietPipe does not raise
+                pass
+    except KeyboardInterrupt:  # Ctrl-C outside a command's own handling (its start, its last output): 130, quietly
+        code = 130
     sys.exit(code)
