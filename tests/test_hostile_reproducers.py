@@ -376,3 +376,16 @@ def test_inspect_call_request_that_is_not_an_object(tmp_path: Path, request_valu
     src.write_text(json.dumps(doc))
     rule, where, message = refused(["import", "inspect", src], tmp_path / "out")
     assert (rule, where) == ("IN-FMT-6", str(src)) and "call.request" in message, (rule, where, message)
+
+
+# -- OTLP: a time that is not a fixed64 (issue 28: "-5" was read as 1969-12-31T23:59:59.999999995Z) -------------------
+
+
+@pytest.mark.parametrize("stamp", ["-5", str(2 ** 64), str(2 ** 70), 1.5, True])
+def test_otlp_time_outside_fixed64(tmp_path: Path, stamp) -> None:
+    doc = json.loads((SAMPLES / "otel" / "logs.otlp.jsonl").read_text().splitlines()[0])
+    doc["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0]["timeUnixNano"] = stamp
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(doc) + "\n")
+    rule, where, message = refused(["import", "otel", src], tmp_path / "out")
+    assert (rule, where) == ("OTLP-1", f"{src}:1") and "timeUnixNano" in message, (rule, where, message)

@@ -365,7 +365,11 @@ def nanos_to_time(nanos: Any) -> str | None:
     0 or absent (unknown)."""
     if nanos in (None, "", 0, "0"):
         return None
+    if isinstance(nanos, bool) or not isinstance(nanos, (int, str)):
+        raise ValueError("not a fixed64")
     n = int(nanos)
+    if not 0 < n < 1 << 64:  # OTLP's fixed64: never negative ("-5" is no time before 1970), at most 2**64 - 1
+        raise ValueError("outside fixed64")
     secs, frac = divmod(n, 1_000_000_000)
     text = _second_text(secs)
     digits = f"{frac:09d}".rstrip("0")
