@@ -389,3 +389,41 @@ def test_otlp_time_outside_fixed64(tmp_path: Path, stamp) -> None:
     src.write_text(json.dumps(doc) + "\n")
     rule, where, message = refused(["import", "otel", src], tmp_path / "out")
     assert (rule, where) == ("OTLP-1", f"{src}:1") and "timeUnixNano" in message, (rule, where, message)
+
+
+# -- OTLP: an AnyValue that OTLP's proto cannot hold (issue 28: intValue 2**64 was a score; two oneof members) ------
+
+
+@pytest.mark.parametrize("value, says", [
+    ({"intValue": str(2 ** 64)}, "outside int64"),
+    ({"intValue": 2 ** 63}, "outside int64"),
+    ({"intValue": str(-(2 ** 63) - 1)}, "outside int64"),
+    ({"intValue": "1e3"}, "int64"),
+    ({"intValue": "3", "doubleValue": 0.5}, "one value"),
+    ({"doubleValue": "0.5"}, "a number"),
+])
+def test_otlp_any_value_outside_the_proto(tmp_path: Path, value: dict, says: str) -> None:
+    doc = json.loads((SAMPLES / "otel" / "logs.otlp.jsonl").read_text().splitlines()[0])
+    attrs = doc["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0]["attributes"]
+    scores = [a for a in attrs if a["key"] == "gen_ai.evaluation.score.value"]
+    assert scores, "the sample's first event has a score"
+    scores[0]["value"] = value
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(doc) + "\n")
+    rule, where, message = refused(["import", "otel", src], tmp_path / "out")
+    assert (rule, where) == ("OTLP-1", f"{src}:1") and says in message, (rule, where, message)
+
+
+def test_otlp_any_value_int64_limits_are_scores(tmp_path: Path) -> None:
+    """The largest int64 is still a value OTLP holds: imported as the score, exactly."""
+    doc = json.loads((SAMPLES / "otel" / "logs.otlp.jsonl").read_text().splitlines()[0])
+    attrs = doc["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0]["attributes"]
+    [a for a in attrs if a["key"] == "gen_ai.evaluation.score.value"][0]["value"] = {"intValue": str(2 ** 63 - 1)}
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(doc) + "\n")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = cli(["import", "otel", str(src), str(tmp_path / "out"), "--at", AT])
+    assert code == 0, err.getvalue()
+    lines = [json.loads(x) for x in (tmp_path / "out" / "results.ndjson").read_text().splitlines()]
+    assert [s["value"] for x in lines for s in x.get("scores", ())][0] == 2 ** 63 - 1

@@ -1517,3 +1517,27 @@ def test_a_sum_beyond_binary64_has_no_value_and_is_not_measured(tmp_path: Path):
         doc["lanes"][0]["metrics"][0].update(value=value, verdict=verdict)
         (bad / "summary.json").write_text(json.dumps(doc))
         assert ("summary.json", "summary") in verify_run(bad).problems, (value, verdict)
+
+
+@pytest.mark.parametrize("more", [
+    {"scores": [{"metric": ["a"], "value": 1}, {"metric": ["a"], "value": 2}]},
+    {"usage": [{"role": {"r": 1}, "inputTokens": 1}]},
+    {"usage": [{"role": "subject", "model": ["m"], "inputTokens": 1}]},
+])
+def test_wrong_typed_members_are_refused_by_rule_not_a_type_error(tmp_path: Path, more: dict) -> None:
+    """Issue 28: a member of the wrong type (a list where a string belongs) reached a set in the builder's own line
+    rules (TypeError: unhashable); it is now compared and refused by the schema check, by rule, with the place."""
+    line = leaf("q", "passed", 1.0)
+    line.update(more)
+    with pytest.raises(Refusal) as e, builder(tmp_path / "run") as b:
+        b.add_case("c-1", line)
+        b.finish(ended_at=END)
+    assert e.value.rule and e.value.rule != "internal" and "c-1" in str(e.value.where), e.value
+    assert not (tmp_path / "run").exists()
+
+
+def test_decisive_entries_that_are_not_strings_are_refused(tmp_path: Path) -> None:
+    tree = composite("q", [child("q/a", "passed")], decisive=[["q/a"]])
+    with pytest.raises(Refusal) as e, builder(tmp_path / "run") as b:
+        b.add_case("c-1", tree)
+    assert e.value.rule == "VER-2" and "decisive" in e.value.message

@@ -201,17 +201,18 @@ class _Events:
         except Refusal as e:
             if e.rule == "OTLP-1":
                 raise
-            raise Unplaceable(e.rule, e.message, where, case=self._case(rec, a),
-                              evaluation=_nonempty(value_of(a.get("gen_ai.evaluation.name")))) from None
+            raise Unplaceable(e.rule, e.message, where, case=self._case(rec, a, where),
+                              evaluation=_nonempty(value_of(a.get("gen_ai.evaluation.name"), where))) from None
         self.seen.add(mark)
         self._note(line, rec)
         self.events += 1
         return line
 
-    def _case(self, rec: dict, a: dict) -> str | None:
+    def _case(self, rec: dict, a: dict, where: str = "") -> str | None:
         """The event's case: ``test.case.name``, else ``gen_ai.response.id``, else its parent span's response id
         (from the traces), else the parent span's id (aefgate's extension); None for an event without a parent."""
-        case = _nonempty(value_of(a.get("test.case.name"))) or _nonempty(value_of(a.get("gen_ai.response.id")))
+        case = (_nonempty(value_of(a.get("test.case.name"), where))
+                or _nonempty(value_of(a.get("gen_ai.response.id"), where)))
         if case is None and not is_null_id(rec.get("spanId")) and not is_null_id(rec.get("traceId")):
             tid, sid = str(rec["traceId"]).lower(), str(rec["spanId"]).lower()
             case = self.span_cases.get((tid, sid)) or sid
@@ -233,34 +234,34 @@ class _Events:
             self.spans.add((tl["traceId"], tl["spanId"]))
 
     def _line(self, rec: dict, a: dict, where: str) -> dict[str, Any]:
-        name = value_of(a.get("gen_ai.evaluation.name"))
+        name = value_of(a.get("gen_ai.evaluation.name"), where)
         if not isinstance(name, str) or not name:
             raise Refusal("OT-6", "an evaluation event without gen_ai.evaluation.name", where)
-        case = self._case(rec, a)
+        case = self._case(rec, a, where)
         if case is None:
             raise Refusal("OT-6", f"the event {name!r} names no case (neither test.case.name nor "
                                   "gen_ai.response.id, and no parent span)", where)
         trial, rollup = _trial_of(a, where)
-        value = value_of(a.get("gen_ai.evaluation.score.value"))
+        value = value_of(a.get("gen_ai.evaluation.score.value"), where)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise Refusal("OT-6", f"gen_ai.evaluation.score.value is a number, not {value!r}", where)
         if isinstance(value, float) and not math.isfinite(value):
             raise Refusal("OT-6", f"gen_ai.evaluation.score.value is {value!r}: a score is a finite number ([ENC-3])",
                           where)
-        label = value_of(a.get("gen_ai.evaluation.score.label"))
+        label = value_of(a.get("gen_ai.evaluation.score.label"), where)
         if label is not None and not isinstance(label, str):
             raise Refusal("OT-6", "gen_ai.evaluation.score.label is a string", where)
-        expl = value_of(a.get("gen_ai.evaluation.explanation"))
+        expl = value_of(a.get("gen_ai.evaluation.explanation"), where)
         if expl is not None and not isinstance(expl, str):
             raise Refusal("OT-6", "gen_ai.evaluation.explanation is a string", where)
-        etype = value_of(a.get("error.type"))
+        etype = value_of(a.get("error.type"), where)
         line: dict[str, Any] = {"caseId": case, "path": name, "evaluator": {"id": name}}
         # who graded, when the event says (docs/mappings/aigp.md): OpenTelemetry's proposed evaluator type (PR #359:
         # llm_judge, deterministic, human), else aefgate's aigp.grader.type (export otel --aigp); COMPOSITE is a
         # result tree's, not an annotator's, and is not read back
-        kind = annotator_kind(value_of(a.get("gen_ai.evaluation.evaluator.type")))
-        if kind is None and value_of(a.get("aigp.grader.type")) != "COMPOSITE":
-            kind = annotator_kind(value_of(a.get("aigp.grader.type")))
+        kind = annotator_kind(value_of(a.get("gen_ai.evaluation.evaluator.type"), where))
+        if kind is None and value_of(a.get("aigp.grader.type"), where) != "COMPOSITE":
+            kind = annotator_kind(value_of(a.get("aigp.grader.type"), where))
         if kind is not None:
             line["annotator"] = {"kind": kind}
         score: dict[str, Any] | None = None
@@ -333,9 +334,9 @@ _AGGREGATIONS = typing.get_args(TrialAggregation)
 
 def _trial_of(a: dict[str, Any], where: str) -> tuple[int | None, dict[str, Any] | None]:
     """The event's trial (``aefgate.trial``) or rollup (``aefgate.trials.aggregation``, ``aefgate.trials.k``)."""
-    trial = value_of(a.get(TRIAL))
-    agg = value_of(a.get(TRIALS_AGGREGATION))
-    k = value_of(a.get(TRIALS_K))
+    trial = value_of(a.get(TRIAL), where)
+    agg = value_of(a.get(TRIALS_AGGREGATION), where)
+    k = value_of(a.get(TRIALS_K), where)
     if trial is not None and (isinstance(trial, bool) or not isinstance(trial, int) or trial < 0):
         raise Refusal("OT-6", f"{TRIAL} is a trial number (an integer, 0 or more), not {trial!r}", where)
     if agg is not None and agg not in _AGGREGATIONS:
@@ -370,13 +371,13 @@ def _span_facts(trace_files: list[Path], need_cases: bool) -> dict[tuple[str, st
     ``(traceId, spanId)``: a case for an event that names none, and the run's agent id."""
     out: dict[tuple[str, str], tuple[str | None, str | None]] = {}
     for f in trace_files:
-        for _w, doc in iter_file(f, "traces"):
+        for w, doc in iter_file(f, "traces"):
             for rs in doc.get("resourceSpans") or ():
                 for ss in (rs or {}).get("scopeSpans") or ():
                     for sp in (ss or {}).get("spans") or ():
                         a = attributes(sp.get("attributes"))
-                        resp = _nonempty(value_of(a.get("gen_ai.response.id"))) if need_cases else None
-                        agent = _nonempty(value_of(a.get("gen_ai.agent.id")))
+                        resp = _nonempty(value_of(a.get("gen_ai.response.id"), w)) if need_cases else None
+                        agent = _nonempty(value_of(a.get("gen_ai.agent.id"), w))
                         if resp or agent:
                             key = (str(sp.get("traceId", "")).lower(), str(sp.get("spanId", "")).lower())
                             out.setdefault(key, (resp, agent))
@@ -514,7 +515,7 @@ def from_otel(
         with RunBuilder(out, header, metrics=[], imported_from=origin, asserted=asserted) as b, \
                 progress_task("import OTLP events", ev.events, "events") as bar:
             for f in trace_files:
-                for _w, doc in iter_file(f, "traces"):
+                for w, doc in iter_file(f, "traces"):
                     b.add_otlp("traces", doc)
             for where, doc in requests():
                 kept = doc if group is None else _of_group(doc, group)
@@ -552,7 +553,7 @@ EXT = "aefgate.otel"
 def _ordered_spans(trace_files: list[Path], spans: set[tuple[str, str]]) -> Iterator[tuple[str, str]]:
     """The events' parent spans in the traces' order (the first with an agent id gives the run's)."""
     for f in trace_files:
-        for _w, doc in iter_file(f, "traces"):
+        for w, doc in iter_file(f, "traces"):
             for rs in doc.get("resourceSpans") or ():
                 for ss in (rs or {}).get("scopeSpans") or ():
                     for sp in (ss or {}).get("spans") or ():

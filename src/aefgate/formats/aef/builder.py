@@ -118,6 +118,15 @@ def _later_or_equal(end: Any, start: Any) -> bool:
         return True  # not a time: the schema refuses it
 
 
+def _hashable(value: Any) -> Any:
+    """A value as a set member: itself when hashable (strings, numbers, None), else its repr tagged apart, so an
+    unchecked value of the wrong type (a list where a string belongs) is compared, not a ``TypeError``; the schema
+    check refuses it by rule afterwards."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return ("\0unhashable", repr(value))
+
+
 def _is_number(v: Any) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, float))
 
@@ -1450,6 +1459,9 @@ class RunBuilder:
             by_id = set(by_path.values())
             ids = []
             for d in dec:
+                if not isinstance(d, str):
+                    raise Refusal("VER-2", f"aggregation.decisive holds child paths or ids (strings), not {d!r:.40}",
+                                  where)
                 if d in by_path:
                     ids.append(by_path[d])
                 elif d in by_id:
@@ -1473,7 +1485,7 @@ class RunBuilder:
             raise Refusal("RES-10", "endedAt is before startedAt", where)
         scores = line.get("scores")
         if isinstance(scores, list):
-            metrics = [s.get("metric") for s in scores if isinstance(s, dict)]
+            metrics = [_hashable(s.get("metric")) for s in scores if isinstance(s, dict)]
             if len(set(metrics)) != len(metrics):
                 raise Refusal("SUM-1", "the line scores one metric twice", where)
         ann = line.get("annotator")
@@ -1483,7 +1495,8 @@ class RunBuilder:
                 raise Refusal("RES-10", "the panel's agree exceeds of", where)
         usage = line.get("usage")
         if isinstance(usage, list):
-            keys = [(u.get("role"), u.get("model", None), "model" in u) for u in usage if isinstance(u, dict)]
+            keys = [(_hashable(u.get("role")), _hashable(u.get("model", None)), "model" in u)
+                    for u in usage if isinstance(u, dict)]
             if len(set(keys)) != len(keys):
                 raise Refusal("RES-10", "usage names one role and model twice", where)
         att = line.get("attack")

@@ -327,23 +327,45 @@ def is_null_id(value: Any) -> bool:
 # -- values --------------------------------------------------------------------------------------------------------
 
 
-def value_of(any_value: Any) -> Any:
+_ANY_KEYS = frozenset({"stringValue", "boolValue", "intValue", "doubleValue", "arrayValue", "kvlistValue",
+                       "bytesValue"})
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def value_of(any_value: Any, where: str = "") -> Any:
     """An OTLP/JSON ``AnyValue`` as a Python value (``intValue`` as int; arrays and kvlists recursively); None for
-    an empty one."""
+    an empty one. ``OTLP-1`` for one that is not an ``AnyValue`` of OTLP's proto: more than one member of its
+    ``value`` oneof, an ``intValue`` that is not an int64 (a decimal string or an integer), a ``doubleValue`` that is
+    not a number (or ``NaN``/``Infinity``/``-Infinity``, as proto3 JSON writes them)."""
     if not isinstance(any_value, dict) or not any_value:
         return None
-    k, v = next(iter(any_value.items()))
+    if len(any_value) > 1 and sum(1 for k in any_value if k in _ANY_KEYS) > 1:
+        raise Refusal("OTLP-1", f"an AnyValue holds one value, not {sorted(k for k in any_value if k in _ANY_KEYS)} "
+                                "(the value oneof)", where)
+    k, v = next(((k, v) for k, v in any_value.items() if k in _ANY_KEYS), next(iter(any_value.items())))
     if k == "intValue":
-        try:
-            return int(v)
-        except (TypeError, ValueError):
-            return v
+        if isinstance(v, str) and v.lstrip("-").isdigit() and v.isascii() and len(v) <= 20:
+            n = int(v)
+        elif isinstance(v, int) and not isinstance(v, bool):
+            n = v
+        else:
+            raise Refusal("OTLP-1", f"intValue is an int64 (a decimal string or an integer), not {str(v)[:40]!r}",
+                          where)
+        if not _INT64[0] <= n <= _INT64[1]:
+            raise Refusal("OTLP-1", f"intValue {str(n)[:40]} is outside int64", where)
+        return n
     if k == "doubleValue":
-        return float(v) if isinstance(v, str) else v
+        if isinstance(v, str):
+            if v not in ("NaN", "Infinity", "-Infinity"):
+                raise Refusal("OTLP-1", f"doubleValue is a number, not {v[:40]!r}", where)
+            return float(v)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise Refusal("OTLP-1", f"doubleValue is a number, not {str(v)[:40]!r}", where)
+        return v
     if k == "arrayValue":
-        return [value_of(x) for x in (v or {}).get("values", [])]
+        return [value_of(x, where) for x in (v or {}).get("values", [])]
     if k == "kvlistValue":
-        return {kv.get("key"): value_of(kv.get("value")) for kv in (v or {}).get("values", [])}
+        return {kv.get("key"): value_of(kv.get("value"), where) for kv in (v or {}).get("values", [])}
     return v
 
 
