@@ -151,9 +151,10 @@ def server_logger() -> logging.Logger:
     return log
 
 
-async def start(app: Any, host: str, port: int) -> Any:
+async def start(app: Any, host: str, port: int, shutdown_timeout: float | None = None) -> Any:
     """Serve ``app`` on ``host:port``; returns the runner (``await runner.cleanup()`` stops it). ``CLI-2`` for an
-    address that cannot be listened on (a port in use, out of range)."""
+    address that cannot be listened on (a port in use, out of range). ``shutdown_timeout``: the seconds a stop
+    waits for the requests under way (aiohttp's default, 60, when None)."""
     from aiohttp import web
 
     from aefgate.errors import Refusal
@@ -163,7 +164,8 @@ async def start(app: Any, host: str, port: int) -> Any:
 
     runner = web.AppRunner(app, access_log=None, handle_signals=False, max_line_size=MAX_LINE,
                            max_field_size=MAX_FIELD, keepalive_timeout=KEEPALIVE, auto_decompress=False,
-                           logger=server_logger())
+                           logger=server_logger(),
+                           **({"shutdown_timeout": shutdown_timeout} if shutdown_timeout is not None else {}))
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     try:

@@ -11,7 +11,10 @@ aiohttp's server (``aiohttp.web``); this module holds what the receiver does wit
    rejected and counted in the answer's ``partial_success`` with the first reason. Everything else is accepted.
 2. **Journal.** The accepted request is appended to ``OUT/.otlp/journal.ndjson`` and the file fsynced (requests
    arriving together share one fsync) before the answer 200: a crash loses nothing that was acknowledged. When
-   more than ``queue`` requests wait for the journal, the answer is 503 with ``Retry-After: 1``.
+   more than ``queue`` requests wait for the journal, the answer is 503 with ``Retry-After: 1``. When the journal
+   cannot be written (a full disk) the batch is cut back off the file and answered 503 with ``Retry-After: 5``
+   (:class:`DiskFull`); the receiver is unavailable (``/healthz`` 503) until :meth:`Receiver.prober` sees the disk
+   take writes again, then resumes by itself. A retried body is recognised within a bounded window (:class:`Bodies`).
 3. **Runs.** Records are grouped into runs: by ``test.suite.run.id`` when the record or its resource carries one,
    else by ``service.name``; a run is sealed when its group has been idle for ``idle`` seconds (or at SIGTERM). Its
    spans are those of the traces its events are parented to. The run is written by the OpenTelemetry importer
@@ -20,16 +23,19 @@ aiohttp's server (``aiohttp.web``); this module holds what the receiver does wit
    twice in a group) are kept once.
 4. **Restart.** The journal is replayed: sealed runs are skipped (a run folder that exists is not written again),
    open groups are rebuilt and sealed when idle. A torn last line (a crash mid-write) is dropped: it was never
-   acknowledged.
+   acknowledged. A run whose build fails on a full disk goes back to its group and is sealed later. The build's
+   temporary folders are removed at start and at every exit (:meth:`Receiver.clean_temporaries`).
 
-``GET /healthz`` answers 200 once the journal is open. Prometheus metrics (``prometheus-client``) on their own
-listener: requests by signal and status, records received and rejected, runs sealed and refused, the journal's
-size and the queue's depth.
+``GET /healthz`` answers 200 once the journal is open, 503 while it cannot be written. Prometheus metrics
+(``prometheus-client``) on their own listener: requests by signal and status, records received and rejected, runs
+sealed and refused, the journal's size and the queue's depth.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -39,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -48,6 +55,7 @@ from aefgate.converters.otel.common import RUN_ID_KEY, group_key, is_evaluation,
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.otlp import MAX_BODY, attributes, decode_body, is_null_id, value_of
+from aefgate.fsutil import fsync_dir
 
 __all__ = ["Receiver", "serve"]
 
@@ -55,45 +63,108 @@ __all__ = ["Receiver", "serve"]
 # -- the journal ----------------------------------------------------------------------------------------------------
 
 
+class JournalError(OSError):
+    """The journal could not be written (a full disk, a quota, an I/O error): nothing of the write is kept."""
+
+
 class Journal:
-    """An append-only file of JSON lines, fsynced per batch of appends."""
+    """An append-only file of JSON lines, fsynced per batch of appends.
+
+    A write is all or nothing: an append that fails part-way (``ENOSPC`` after some bytes, an ``fdatasync`` that
+    fails) is cut back to the journal's last good offset before :class:`JournalError` is raised, so that no torn
+    line is ever followed by an acknowledged one. When even the cut fails, the journal stays ``torn`` and the next
+    append (or :meth:`repair`) cuts it first. A replay skips what is not a whole line of JSON: a torn last line is
+    cut off the file, and counted (``dropped_lines``, ``dropped_bytes``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.dropped_lines = 0
+        self.dropped_bytes = 0
         self.entries = list(self._replay())
-        self.f = open(path, "ab")
-        self.size = self.f.tell()
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self.fd).st_size  # the last good offset: every byte before it is whole lines
+        self.torn = False
         self.lock = threading.Lock()
 
     def _replay(self):
         if not self.path.exists():
             return
-        good = 0
+        good = 0  # the end of the last whole line
         with open(self.path, "rb") as f:
             for raw in f:
                 if not raw.endswith(b"\n"):
-                    break  # a torn last line: never acknowledged
+                    self.dropped_lines += 1  # a torn last line: never acknowledged
+                    self.dropped_bytes += len(raw)
+                    break
+                good += len(raw)
                 try:
                     entry = json.loads(raw)
                 except ValueError:
-                    break
-                good += len(raw)
-                yield entry
+                    self.dropped_lines += 1  # not a record: skipped, never read as one
+                    self.dropped_bytes += len(raw)
+                    continue
+                if isinstance(entry, dict):
+                    yield entry
         if good != self.path.stat().st_size:
             with open(self.path, "r+b") as f:
                 f.truncate(good)
                 os.fsync(f.fileno())
 
+    def _cut(self) -> None:
+        os.ftruncate(self.fd, self.size)
+        self.torn = False
+
+    def repair(self) -> None:
+        """Cut a torn end left by a failed append (raises OSError when it still cannot be cut)."""
+        with self.lock:
+            if self.torn:
+                self._cut()
+
     def append(self, lines: list[bytes]) -> None:
+        """Append ``lines`` and fdatasync them; :class:`JournalError` (nothing kept) when the file cannot take
+        them."""
         with self.lock:  # the writer's thread and the sealer both append
-            self.f.write(b"".join(lines))
-            self.f.flush()
-            os.fdatasync(self.f.fileno())  # the data and the size: what a replay needs
-            self.size = self.f.tell()
+            try:
+                if self.torn:
+                    self._cut()
+                view = memoryview(b"".join(lines))
+                while view:
+                    n = os.write(self.fd, view)
+                    view = view[n:]
+                os.fdatasync(self.fd)  # the data and the size: what a replay needs
+            except OSError as e:
+                self.torn = True
+                with contextlib.suppress(OSError):
+                    self._cut()  # shrinking a file needs no space
+                raise JournalError(e.errno, e.strerror or str(e), str(self.path)) from None
+            self.size = os.fstat(self.fd).st_size
+
+    def restart(self, line: bytes) -> None:
+        """Replace the journal by ``line`` alone (a compaction): written aside and renamed over it, so that a
+        failed write (a full disk) leaves the journal as it was (:class:`JournalError`)."""
+        with self.lock:
+            tmp = self.path.with_name(self.path.name + ".new")
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(line)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, self.path)
+                fsync_dir(self.path.parent)
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                raise JournalError(e.errno, e.strerror or str(e), str(self.path)) from None
+            os.close(self.fd)
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self.size = os.fstat(self.fd).st_size
+            self.torn = False
 
     def close(self) -> None:
-        self.f.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 # -- grouping into runs ---------------------------------------------------------------------------------------------
@@ -110,6 +181,8 @@ class Group:
     events: int = 0
     rejected: int = 0  # the group's evaluation events rejected at intake (partial success): in the sealed run's ext
     last: float = 0.0
+    taken_spans: dict[str, list[dict]] = field(default_factory=dict)  # the spans a seal under way took
+    merged: list[str] = field(default_factory=list)  # run ids of groups merged into it while its seal was retried
 
 
 class Assembler:
@@ -143,12 +216,13 @@ class Assembler:
         else:
             self.pending_rejected[key] = self.pending_rejected.get(key, 0) + n
 
-    def add_logs(self, seq: int, doc: dict, now: float, marks: bool = False) -> None:
+    def add_logs(self, seq: int, doc: dict, now: float, marks: bool = False) -> set[str]:
         """Place a journaled request's records in their groups; with ``marks`` (a replay), also note each event's
-        result mark, which the intake check noted when the request came."""
+        result mark, which the intake check noted when the request came. Returns the run ids of those groups."""
         from aefgate.converters.otel.importer import _Events
 
         check = _Events(True) if marks else None
+        runs: set[str] = set()
         for rl in doc.get("resourceLogs") or ():
             res = attributes((rl.get("resource") or {}).get("attributes"))
             service = value_of(res.get("service.name"))
@@ -161,6 +235,7 @@ class Assembler:
                     by_group.setdefault(key, []).append(rec)
                 for key, recs in by_group.items():
                     g = self._group(key, service, seq, now)
+                    runs.add(g.run_id)
                     piece = {k: v for k, v in rl.items() if k != "scopeLogs"}
                     piece["scopeLogs"] = [{**{k: v for k, v in sl.items() if k != "logRecords"}, "logRecords": recs}]
                     g.docs.append({"resourceLogs": [piece]})
@@ -174,8 +249,11 @@ class Assembler:
                                     pass
                             if not is_null_id(rec.get("traceId")):
                                 g.trace_ids.add(rec["traceId"].lower())
+        return runs
 
-    def add_traces(self, doc: dict) -> None:
+    def add_traces(self, doc: dict) -> set[str]:
+        """Keep a journaled request's spans by trace id; returns those trace ids."""
+        tids: set[str] = set()
         for rs in doc.get("resourceSpans") or ():
             for ss in rs.get("scopeSpans") or ():
                 by_trace: dict[str, list] = {}
@@ -185,15 +263,35 @@ class Assembler:
                     piece = {**{k: v for k, v in rs.items() if k != "scopeSpans"},
                              "scopeSpans": [{**{k: v for k, v in ss.items() if k != "spans"}, "spans": spans}]}
                     self.spans.setdefault(tid, []).append({"resourceSpans": [piece]})
+                    tids.add(tid)
+        return tids
 
     def idle(self, now: float, window: float) -> list[Group]:
         return [g for g in self.groups.values() if now - g.last >= window]
 
     def take(self, g: Group) -> tuple[list[dict], list[dict]]:
-        """A group's logs and the traces of its events, removed from the state."""
+        """A group's logs and the traces of its events, removed from the state (:meth:`give_back` undoes it)."""
         self.groups.pop(g.key, None)
-        traces = [d for tid in sorted(g.trace_ids) for d in self.spans.pop(tid, [])]
+        g.taken_spans = {tid: self.spans.pop(tid) for tid in sorted(g.trace_ids) if tid in self.spans}
+        traces = [d for pieces in g.taken_spans.values() for d in pieces]
         return g.docs, traces
+
+    def give_back(self, g: Group) -> None:
+        """A group whose run could not be written (a full disk): back in the state, as if never taken, with the
+        records that reached its key meanwhile (a group made since then is merged into it)."""
+        for tid, pieces in g.taken_spans.items():
+            self.spans[tid] = pieces + self.spans.get(tid, [])
+        g.taken_spans = {}
+        new = self.groups.get(g.key)
+        if new is not None:
+            g.docs += new.docs
+            g.seen |= new.seen
+            g.trace_ids |= new.trace_ids
+            g.events += new.events
+            g.rejected += new.rejected
+            g.last = max(g.last, new.last)
+            g.merged.append(new.run_id)
+        self.groups[g.key] = g
 
 
 # -- intake checks ---------------------------------------------------------------------------------------------------
@@ -228,6 +326,7 @@ def check_records(doc: dict, where: str, asm: Assembler | None = None) -> tuple[
                                 check.seen.add(mark)
                                 line = check._event(rec, where, a)  # raises: the same result again
                             seen.add(mark)
+                            out.noted.append((seen, mark))
                     except Unplaceable as e:
                         out.add(e, key)
                         continue
@@ -248,6 +347,13 @@ class Rejections:
         self.first = ""
         self.reasons: dict[str, int] = {}
         self.groups: dict[tuple[str, str], int] = {}
+        self.noted: list[tuple[set[bytes], bytes]] = []  # the result marks the check noted (undone by forget)
+
+    def forget(self) -> None:
+        """Undo the result marks the check noted: the request was not journaled, its retry is no repeat."""
+        for seen, mark in self.noted:
+            seen.discard(mark)
+        self.noted = []
 
     def add(self, e: Any, key: tuple[str, str]) -> None:
         self.count += 1
@@ -263,11 +369,106 @@ class Rejections:
 class QueueFull(Exception):
     """More requests wait for the journal than the receiver queues: the client is to retry later."""
 
+    retry_after = 1
+
+
+class DiskFull(QueueFull):
+    """The journal (or a run) cannot be written now (a full disk, a quota, an I/O error): 503 with Retry-After,
+    OTLP/gRPC ``UNAVAILABLE``; the client retries, and writing resumes by itself once the disk takes it."""
+
+    retry_after = 5
+
+
+def _disk_error(e: BaseException) -> OSError | None:
+    """The OSError behind ``e`` (itself, or the cause of a refusal such as IO-1), or None."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, OSError):
+            return e
+        if isinstance(e, Refusal) and e.rule == "IO-1":
+            return OSError(errno.EIO, e.message)
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return None
+
+
+def _why(e: OSError) -> str:
+    """``No space left on device`` (errno's text), never a traceback."""
+    return e.strerror or (os.strerror(e.errno) if e.errno else str(e) or type(e).__name__)
+
+
+class Bodies:
+    """The request bodies the receiver recognises when they come again (an exporter's retry of a request whose
+    answer it lost), as digests: a bounded window, never every body since the start (docs/gateway.md, "Retries").
+
+    - a body whose records are in a run not sealed yet (its logs in an open group; its spans kept for a run) is
+      remembered until that run is sealed: a retry is kept once;
+    - then it stays in a window of the last ``limit`` bodies sealed within ``window`` seconds (the oldest leave
+      first): a retry of it is answered 200 and counted as a duplicate (``duplicates``), nothing is kept;
+    - past that window the same body is new records: they go to a new run.
+
+    Memory: the open bodies (no more than the open groups hold anyway) plus at most ``limit`` digests."""
+
+    def __init__(self, window: float = 600.0, limit: int = 10000) -> None:
+        self.window = window
+        self.limit = limit
+        self.open: dict[bytes, int] = {}  # digest -> holders (run:ID, trace:ID, a request under way) not closed
+        self.holders: dict[str, set[bytes]] = {}  # holder -> the digests it holds
+        self.recent: OrderedDict[bytes, float] = OrderedDict()  # digest -> when its last holder closed
+
+    def __contains__(self, digest: bytes) -> bool:
+        if digest in self.open:
+            return True
+        t = self.recent.get(digest)
+        return t is not None and time.monotonic() - t < self.window
+
+    def __len__(self) -> int:
+        return len(self.open) + len(self.recent)
+
+    def begin(self, digest: bytes) -> None:
+        """A request under way with this body (journaled, not yet placed)."""
+        self.open[digest] = self.open.get(digest, 0) + 1
+
+    def end(self, digest: bytes, holders: set[str] | None) -> None:
+        """The request is placed (``holders``: where its records are) or, with None, was not journaled (a retry of
+        it is a new request)."""
+        for h in holders or ():
+            if digest not in self.holders.setdefault(h, set()):
+                self.holders[h].add(digest)
+                self.open[digest] = self.open.get(digest, 0) + 1
+        self._release(digest, remember=holders is not None)
+
+    def close(self, holder: str) -> None:
+        """A run is sealed (``run:ID``), a trace's spans are taken or dropped (``trace:ID``)."""
+        for d in self.holders.pop(holder, ()):
+            self._release(d, remember=True)
+
+    def close_all(self, prefix: str) -> None:
+        for h in [h for h in self.holders if h.startswith(prefix)]:
+            self.close(h)
+
+    def _release(self, digest: bytes, remember: bool) -> None:
+        n = self.open.get(digest, 0) - 1
+        if n > 0:
+            self.open[digest] = n
+            return
+        self.open.pop(digest, None)
+        if remember:
+            self.recent[digest] = time.monotonic()
+            self.recent.move_to_end(digest)
+            self.prune()
+
+    def prune(self) -> None:
+        now = time.monotonic()
+        while self.recent and (len(self.recent) > self.limit
+                               or now - next(iter(self.recent.values())) >= self.window):
+            self.recent.popitem(last=False)
+
 
 class Receiver:
     def __init__(self, out: Path, *, idle: float = 5.0, key: Any = None, max_body: int = 16 * 1024 * 1024,
                  queue: int = 1024, subject: str | None = None, say: Callable[[str], None] | None = None,
-                 metrics: Any = None) -> None:
+                 metrics: Any = None, dedup_window: float = 600.0, dedup_limit: int = 10000) -> None:
         self.out = out
         self.idle_window = idle
         self.key = key
@@ -275,29 +476,36 @@ class Receiver:
         self.subject = subject
         self.say = say or (lambda s: None)
         self.state = out / ".otlp"
+        self.state.mkdir(parents=True, exist_ok=True)
+        self.clean_temporaries()  # a previous process's, never acknowledged (the journal holds what was)
         self.journal = Journal(self.state / "journal.ndjson")
+        if self.journal.dropped_lines:
+            self.say(f"journal   {self.journal.dropped_lines} torn or unreadable lines ({self.journal.dropped_bytes} "
+                     "bytes) skipped: never acknowledged")
+        self.broken: str | None = None  # why the journal or a run cannot be written now: 503, /healthz 503
+        self.probe_every = 0.5  # seconds between two checks that the disk takes writes again
+        self.stopping = False
         self.queue: asyncio.Queue | None = None
         self.queue_bound = queue
         self.metrics = metrics
-        self.counts = {"requests": 0, "events": 0, "records": 0, "runs": 0, "rejected": 0}
+        self.counts = {"requests": 0, "events": 0, "records": 0, "runs": 0, "rejected": 0, "duplicates": 0,
+                       "unavailable": 0}
         self.reasons: dict[str, int] = {}  # rejected evaluation events per reason ("OT-6 no-case")
         self.compact_at = 64 * 1024 * 1024  # journal bytes past which it restarts once nothing is open
         self.asm = Assembler(set())
-        self.bodies: set[bytes] = set()  # digests of the request bodies journaled
+        self.bodies = Bodies(dedup_window, dedup_limit)  # the bodies a retry is recognised by: a bounded window
         self.seq = 0
         now = time.monotonic()
         for e in self.journal.entries:  # replay, in order: the same groups and run ids as before the stop
             if "seq" in e:
                 self.seq = max(self.seq, e["seq"])
-                if "body" in e:
-                    self.bodies.add(bytes.fromhex(e["body"]))
                 self._apply(e, now, replay=True)
             elif "seqFrom" in e:
                 self.seq = max(self.seq, e["seqFrom"])
             elif "sealed" in e:
                 for g in list(self.asm.groups.values()):
                     if g.run_id == e["sealed"]:
-                        self.asm.take(g)
+                        self._taken(g, self.asm.take(g))
                 self.asm.sealed.add(e["sealed"])
         self.journal.entries = []
         self.ready = True
@@ -306,9 +514,39 @@ class Receiver:
         if entry["signal"] == "logs":
             for kind, value, n in entry.get("rejected") or ():
                 self.asm.reject((kind, value), n)
-            self.asm.add_logs(entry["seq"], entry["doc"], now, marks=replay)
+            holders = {f"run:{r}" for r in self.asm.add_logs(entry["seq"], entry["doc"], now, marks=replay)}
         else:
-            self.asm.add_traces(entry["doc"])
+            holders = {f"trace:{t}" for t in self.asm.add_traces(entry["doc"])}
+        if "body" in entry:
+            digest = bytes.fromhex(entry["body"])
+            if replay:
+                self.bodies.begin(digest)
+            self.bodies.end(digest, holders)
+
+    def _taken(self, g: Group, _taken: Any = None) -> None:
+        """A group's run is sealed (or refused): the bodies it held, and its spans', leave the open window."""
+        for rid in [g.run_id, *g.merged]:
+            self.bodies.close(f"run:{rid}")
+        for tid in g.taken_spans:
+            self.bodies.close(f"trace:{tid}")
+        g.taken_spans = {}
+
+    def clean_temporaries(self) -> int:
+        """Remove the temporary folders a build leaves while it runs (``OUT/.otlp/.build-*``, ``OUT/.<run>.tmp-*``
+        of :func:`aefgate.fsutil.atomic_dir`): at start (a previous process was killed), and at every exit. Never
+        acknowledged data: a request is acknowledged once in the journal, and the journal keeps it until its run
+        is renamed into place. Returns how many were removed."""
+        import re
+
+        n = 0
+        tmp = re.compile(r"^\..+\.tmp-[0-9a-f]{8}$")
+        for p in [*self.state.glob(".build-*"), *(p for p in self.out.glob(".*.tmp-*") if tmp.match(p.name))]:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+                n += not p.exists()
+        with contextlib.suppress(OSError):
+            (self.state / "journal.ndjson.new").unlink()
+        return n
 
     # -- HTTP ---------------------------------------------------------------------------------------------------
 
@@ -335,10 +573,17 @@ class Receiver:
             rejected, reason = await self.accept(signal_name, doc, body)
         except QueueFull as e:
             self._count(signal_name, 503)
-            return web.Response(status=503, headers={"Retry-After": "1"},
+            return web.Response(status=503, headers={"Retry-After": str(e.retry_after)},
                                 text=f"{e.args[0] if e.args else 'the journal is behind'}\n")
         except Refusal as e:  # --bus: a record larger than a bus message
             return self._error(413, e.message, as_json, signal_name)
+        except Exception as e:  # unforeseen: one line on stderr (masked), never a traceback quoting the request
+            from aefgate.masking import mask
+
+            self.say(f"error     {signal_name} request not taken: {type(e).__name__}: {mask(e)}")
+            self._count(signal_name, 500)
+            return web.Response(status=500,
+                                text="internal error: the request was not taken (see the server log); retry later\n")
         self._count(signal_name, 200)
         return self._success(signal_name, as_json, rejected, reason)
 
@@ -348,8 +593,12 @@ class Receiver:
         runs. Returns the rejected count and the first reason; :class:`QueueFull` when the journal is behind."""
         digest = hashlib.sha256(signal_name.encode() + b"\0" + body).digest()
         if digest in self.bodies:  # an exporter's retry of a request whose answer it lost: kept once
+            self.counts["duplicates"] += 1
             return 0, ""
         assert self.queue is not None
+        if self.broken is not None:  # the disk is full: nothing is taken until it writes again
+            self.counts["unavailable"] += 1
+            raise DiskFull(f"[IO-1] the journal cannot be written now ({self.broken}); retry later")
         if self.queue.full():  # before the check notes the request's results: a retry is not a repeat of them
             raise QueueFull()
         rej = Rejections()
@@ -357,17 +606,20 @@ class Receiver:
             doc, rej = check_records(doc, "body", self.asm)
         self.seq += 1
         seq = self.seq
-        self.bodies.add(digest)
+        self.bodies.begin(digest)
         entry: dict[str, Any] = {"seq": seq, "signal": signal_name, "body": digest.hex(), "doc": doc}
         if rej.groups:  # journaled: a restarted receiver still counts them in their runs
             entry["rejected"] = [[k[0], k[1], n] for k, n in rej.groups.items()]
         line = jsonio.dump_line(entry)
         done = asyncio.get_running_loop().create_future()
-        self.queue.put_nowait((line, done))
-        await done  # fsynced
-        # placed in its runs once the answer is on its way (the same order: call_soon is first in, first out)
-        asyncio.get_running_loop().call_soon(self._apply, {k: v for k, v in entry.items() if k != "body"},
-                                             time.monotonic())
+        # the writer places the request in its runs once it is journaled, or undoes what its check noted when it
+        # could not be (whatever becomes of this handler: a client gone does not change what the journal holds)
+        self.queue.put_nowait((line, done, entry, rej))
+        try:
+            await asyncio.shield(done)  # fsynced
+        except JournalError as e:  # not journaled (a full disk): nothing of it is kept, its retry is new
+            self.counts["unavailable"] += 1
+            raise DiskFull(f"[IO-1] the journal cannot be written now ({_why(e)}); retry later") from None
         n = _records(doc, signal_name)
         self.counts["requests"] += 1
         self.counts["records"] += n
@@ -429,6 +681,9 @@ class Receiver:
     # -- the journal writer and the sealer ----------------------------------------------------------------------
 
     async def writer(self) -> None:
+        """Journal the queued requests, a batch per fsync. A batch the journal cannot take (a full disk) is
+        answered 503 (nothing of it kept) and the receiver is unavailable until :meth:`prober` sees the disk take
+        writes again; the writer itself never stops."""
         assert self.queue is not None
         loop = asyncio.get_running_loop()
         while True:
@@ -438,17 +693,64 @@ class Receiver:
                 batch.append(self.queue.get_nowait())
             try:
                 await loop.run_in_executor(None, self.journal.append, [b[0] for b in batch])
-            except BaseException as e:
-                for _, fut in batch:
+            except Exception as e:
+                err = e if isinstance(e, JournalError) else JournalError(errno.EIO, f"{type(e).__name__}: {e}")
+                self.unavailable(_why(err))
+                for _line, fut, entry, rej in batch:
+                    self.bodies.end(bytes.fromhex(entry["body"]), None)
+                    rej.forget()
                     if not fut.done():
-                        fut.set_exception(e)
-                raise
-            for _, fut in batch:
+                        fut.set_exception(err)
+                        fut.exception()  # retrieved: a handler gone is no "never retrieved" warning
+                continue
+            now = time.monotonic()
+            for _line, fut, entry, _rej in batch:
+                self._apply(entry, now)  # in its runs before the answer goes
                 if not fut.done():
                     fut.set_result(None)
             if self.metrics is not None:
                 self.metrics.journal.set(self.journal.size)
                 self.metrics.depth.set(self.queue.qsize())
+
+    def unavailable(self, why: str) -> None:
+        """The journal or a run cannot be written: say it once, answer 503 until the disk takes writes again."""
+        if self.broken is None:
+            self.say(f"unavailable: the journal or a run cannot be written in {self.out} ({why}); answering 503 "
+                     "with Retry-After until it can (nothing acknowledged is lost)")
+        self.broken = why
+
+    def _probe(self) -> None:
+        """Whether the disk takes writes again: the journal's torn end cut, then 64 KiB written and fsynced."""
+        self.journal.repair()
+        probe = self.state / ".probe"
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view = memoryview(b"\0" * 65536)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        finally:
+            with contextlib.suppress(OSError):
+                probe.unlink()
+
+    async def prober(self) -> None:
+        """While unavailable, check every ``probe_every`` seconds whether the disk takes writes again; then
+        resume (no restart)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.probe_every)
+            if self.broken is None:
+                continue
+            try:
+                await loop.run_in_executor(None, self._probe)
+            except OSError as e:
+                self.broken = _why(e)
+                continue
+            self.broken = None
+            self.say("available: the disk takes writes again; requests are journaled and runs sealed")
 
     def status(self) -> str:
         c = self.counts
@@ -468,22 +770,44 @@ class Receiver:
                 last = line
 
     async def sealer(self) -> None:
-        while True:
+        """Seal the idle groups, until ``stopping`` (never cancelled mid-seal: a group taken is sealed or given
+        back)."""
+        while not self.stopping:
             await asyncio.sleep(min(0.5, self.idle_window / 2))
             for g in self.asm.idle(time.monotonic(), self.idle_window):
+                if self.broken is not None or self.stopping:  # retried once the disk takes writes again
+                    break
                 await self.seal(g)
-            if not self.asm.groups and self.journal.size > self.compact_at:
+            self.bodies.prune()
+            if not self.asm.groups and self.journal.size > self.compact_at and self.broken is None:
                 self.compact()
 
-    async def seal(self, g: Group) -> None:
+    async def seal(self, g: Group) -> bool:
+        """Write the group's run (or keep a refused group aside) and journal it as sealed. A run that cannot be
+        written (a full disk) is not lost: the group goes back, its records still journaled, and is sealed once
+        the disk takes writes again (or after a restart). Returns whether the group is done."""
         docs, traces = self.asm.take(g)
         loop = asyncio.get_running_loop()
         if g.events:
-            ok = await loop.run_in_executor(None, self._build, g, docs, traces)
+            try:
+                ok = await loop.run_in_executor(None, self._build, g, docs, traces)
+            except Exception as e:
+                err = _disk_error(e)
+                if err is None:
+                    raise
+                self.asm.give_back(g)
+                self.unavailable(_why(err))
+                self.say(f"not sealed {g.run_id}: {_why(err)}; its records stay journaled, sealed once the disk "
+                         "takes writes again")
+                return False
         else:
             ok = None
-        await loop.run_in_executor(None, self.journal.append, [jsonio.dump_line({"sealed": g.run_id})])
+        try:
+            await loop.run_in_executor(None, self.journal.append, [jsonio.dump_line({"sealed": g.run_id})])
+        except JournalError as e:  # the run is in place: a replay finds its folder and does not write it again
+            self.unavailable(_why(e))
         self.asm.sealed.add(g.run_id)
+        self._taken(g)
         if ok:
             self.counts["runs"] += 1
             self.counts["events"] += g.events
@@ -491,6 +815,7 @@ class Receiver:
                 self.metrics.sealed.inc()
         elif ok is False and self.metrics is not None:
             self.metrics.refused.inc()
+        return True
 
     def _build(self, g: Group, docs: list[dict], traces: list[dict]) -> bool:
         from aefgate.converters.otel.importer import from_otel
@@ -516,6 +841,8 @@ class Receiver:
                           subject=subject, key=self.key, skip_unplaceable=True, skipped=skipped,
                           rejected_before=g.rejected)
             except Refusal as e:
+                if _disk_error(e) is not None:  # the disk, not the records: retried
+                    raise
                 refused = self.state / "refused"
                 refused.mkdir(exist_ok=True)
                 kept = refused / f"{g.run_id}.jsonl"
@@ -537,26 +864,35 @@ class Receiver:
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
-    async def drain(self) -> None:
-        """Seal every open group (SIGTERM), then empty the journal: every record in it is in a sealed run."""
+    async def drain(self, deadline: float | None = None) -> None:
+        """Seal every open group (SIGTERM), then empty the journal: every record in it is in a sealed run. With the
+        disk full, or past ``deadline`` (``time.monotonic()``), the groups left stay in the journal: the next start
+        seals them."""
         for g in list(self.asm.groups.values()):
-            await self.seal(g)
+            if self.broken is not None or (deadline is not None and time.monotonic() >= deadline):
+                break
+            if not await self.seal(g):
+                break
+        if self.asm.groups:
+            self.say(f"left open {len(self.asm.groups)} runs (" + (f"{self.broken}" if self.broken else
+                     "the drain time is over") + "): their records stay journaled, sealed after the next start")
+            return
         self.compact()
 
     def compact(self) -> None:
         """With no open group and no request waiting, every journaled record is in a sealed run (or was dropped
-        with its refused group): the journal restarts empty. Its spans without a run are dropped with it."""
+        with its refused group): the journal restarts empty. Its spans without a run are dropped with it. A disk
+        that cannot take the new journal leaves the old one (replayed as it is)."""
         if self.asm.groups or (self.queue is not None and not self.queue.empty()):
             return
-        with self.journal.lock:
-            self.journal.f.truncate(0)
-            self.journal.f.seek(0)
+        try:
             # the sequence goes on: a run id made of it is never given twice (a folder that exists is a built run)
-            self.journal.f.write(jsonio.dump_line({"seqFrom": self.seq}))
-            self.journal.f.flush()
-            os.fsync(self.journal.f.fileno())
-            self.journal.size = self.journal.f.tell()
+            self.journal.restart(jsonio.dump_line({"seqFrom": self.seq}))
+        except JournalError as e:
+            self.say(f"journal   not compacted ({_why(e)}): kept as it is")
+            return
         self.asm.spans.clear()
+        self.bodies.close_all("trace:")
 
 
 class BusReceiver(Receiver):
@@ -658,6 +994,9 @@ async def _grpc_server(rx: Receiver, listen: str) -> Any:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, e.message)
         try:
             rejected, reason = await rx.accept(signal_name, doc, request.SerializeToString())
+        except DiskFull as e:  # retryable: the exporter tries again
+            rx._count(signal_name, 503)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, e.args[0])
         except QueueFull as e:
             rx._count(signal_name, 503)
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, e.args[0] if e.args else "the journal is behind")
@@ -697,11 +1036,14 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
           idle: float = 5.0, key: Any = None, max_body: int = 16 * 1024 * 1024, queue: int = 1024,
           subject: str | None = None, say: Callable[[str], None] | None = None,
           grpc_listen: str | None = None, bus: str | None = None, bus_timeout: float = 10.0,
-          nats_auth: Any = None) -> dict:
+          nats_auth: Any = None, drain: float = 30.0, dedup_window: float = 600.0) -> dict:
     """Run the receiver until SIGTERM or SIGINT, then seal every open run and return the counts. With ``bus``
     (``nats://HOST:PORT/SUBJECT``) the records go to JetStream instead, for the ``serve ingest`` fleet; ``out`` and
     ``key`` are then the fleet's (``serve ingest --out --key``), not given here; ``nats_auth``
-    (:class:`aefgate.bus.nats_connect.NatsAuth`: TLS, a credentials file, an NKEY, a token) is how it reaches NATS."""
+    (:class:`aefgate.bus.nats_connect.NatsAuth`: TLS, a credentials file, an NKEY, a token) is how it reaches NATS.
+    ``drain``: the seconds SIGTERM may take (the requests under way answered, the open runs sealed; what is left
+    stays journaled for the next start). ``dedup_window``: the seconds a sealed run's request bodies are still
+    recognised as retries (:class:`Bodies`)."""
     from aiohttp import web
 
     from aefgate.formats.aef.signatures import signing_key_of
@@ -711,6 +1053,10 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
         _hostport(grpc_listen, "--grpc-listen")
     if idle <= 0 or max_body <= 0 or queue <= 0:
         raise Refusal("CLI-2", "--idle, --max-body and --queue are more than 0", "--idle")
+    if not 0 < drain <= 3600:
+        raise Refusal("CLI-2", "--drain-timeout is more than 0 and at most 3600 seconds", "--drain-timeout")
+    if not 0 <= dedup_window <= 86400:
+        raise Refusal("CLI-2", "--dedup-window is 0 to 86400 seconds", "--dedup-window")
     if max_body > MAX_BODY:
         raise Refusal("CLI-2", f"--max-body is at most {MAX_BODY}", "--max-body")
     if subject is not None and not subject:
@@ -745,7 +1091,7 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
     else:
         assert outdir is not None
         rx = Receiver(outdir, idle=idle, key=signing_key, max_body=max_body, queue=queue, subject=subject, say=say,
-                      metrics=metrics)
+                      metrics=metrics, dedup_window=dedup_window)
 
     async def main() -> None:
         from aefgate.bus.http_server import application, start
@@ -759,10 +1105,14 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
         app.router.add_post("/v1/traces", lambda r: rx.handle(r, "traces"))
 
         async def healthz(_r):
+            broken = getattr(rx, "broken", None)
+            if broken is not None:  # not ready: the journal cannot be written (a full disk)
+                return web.Response(status=503, headers={"Retry-After": str(DiskFull.retry_after)},
+                                    text=f"unavailable: [IO-1] the journal cannot be written ({broken})\n")
             return web.Response(text="ok\n")
 
         app.router.add_get("/healthz", healthz)
-        runner = await start(app, host, port)
+        runner = await start(app, host, port, shutdown_timeout=max(1.0, drain / 3))
         grpc_server = await _grpc_server(rx, grpc_listen) if grpc_listen else None
         if grpc_server is not None:
             say(f"listening grpc://{grpc_listen} (OTLP/gRPC)")
@@ -787,18 +1137,21 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
             await publisher.close()
             return
         tasks = [asyncio.create_task(rx.writer()), asyncio.create_task(rx.sealer()),
-                 asyncio.create_task(rx.reporter())]
+                 asyncio.create_task(rx.reporter()), asyncio.create_task(rx.prober())]
         await stop.wait()
+        deadline = time.monotonic() + drain  # SIGTERM ends within it, the disk full or not
         if grpc_server is not None:
-            await grpc_server.stop(grace=10)
-        await runner.shutdown()  # no new request; those under way finish
+            await grpc_server.stop(grace=min(10.0, drain / 3))
+        await runner.shutdown()  # no new request; those under way finish (or fail: 503) within the runner's time
         await runner.cleanup()
-        while rx.queue.qsize():
+        while rx.queue.qsize() and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        tasks[1].cancel()
+        rx.stopping = True  # the sealer ends after the seal under way (never cut in the middle of one)
         tasks[2].cancel()
-        await rx.drain()
-        tasks[0].cancel()
+        await asyncio.wait([tasks[1]], timeout=max(0.0, deadline - time.monotonic()))
+        await rx.drain(deadline)
+        for t in (tasks[0], tasks[3]):
+            t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     try:
@@ -806,6 +1159,7 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
     finally:
         if publisher is None:
             rx.journal.close()
+            rx.clean_temporaries()  # every exit: SIGTERM, SIGINT, an error
     if publisher is not None:
         say(f"stopped   {rx.counts['requests']} requests, {rx.counts['records']} records, "
             f"{rx.counts['published']} messages published" + rx.rejected_text())

@@ -124,6 +124,12 @@ def otlp(
                                           "agent:<service.name>)."),
     key: Optional[Path] = typer.Option(None, "--key", help="Sign each run's seal with this PKCS#8 PEM private "
                                        "key."),
+    drain_timeout: float = typer.Option(30.0, "--drain-timeout", help="Seconds SIGTERM/SIGINT may take: the "
+                                        "requests under way answered, the open runs sealed; what is left (a full "
+                                        "disk) stays journaled and is sealed after the next start."),
+    dedup_window: float = typer.Option(600.0, "--dedup-window", help="Seconds a request body is still recognised "
+                                       "as a retry (answered 200, kept once) after its run was sealed; at most the "
+                                       "last 10,000 such bodies. Past it the same body is a new run."),
     nats_tls_ca: Optional[Path] = nopt.TLS_CA,
     nats_tls_cert: Optional[Path] = nopt.TLS_CERT,
     nats_tls_key: Optional[Path] = nopt.TLS_KEY,
@@ -157,7 +163,7 @@ def otlp(
     try:
         counts = serve(out, listen=listen, metrics_listen=metrics_listen, idle=idle, key=signing_key,
                        max_body=max_body, queue=queue, subject=subject, say=say, grpc_listen=grpc_listen, bus=bus,
-                       bus_timeout=bus_timeout, nats_auth=auth)
+                       bus_timeout=bus_timeout, nats_auth=auth, drain=drain_timeout, dedup_window=dedup_window)
     except Refusal as r:
         raise nopt.flag_refusal(r) from None
     if as_json:
