@@ -36,7 +36,8 @@ def import_store_v1(
     all_runs: bool = typer.Option(False, "--all", help="Migrate every run of every subject of the workspace SOURCE "
                                   "into OUT: in worker processes, skipping the runs OUT already holds unchanged, "
                                   "again into OUT/<run id>--<key> those whose source changed; exit 1 when a run "
-                                  "is refused (the others go on)."),
+                                  "is refused (the others go on). Every folder and file of the workspace that is "
+                                  "no run (benchmarks/, red-team/, ...) is listed with the reason: not an error."),
     jobs: Optional[int] = typer.Option(None, "--jobs", help="With --all: worker processes (default: the number of "
                                        "cores)."),
     target_mode: str = typer.Option("mocked", "--target-mode", help="execution.targetMode: mocked (store v1 records "
@@ -92,6 +93,16 @@ def import_store_v1(
     c.print(f"run hash  {m.run_hash}")
 
 
+def _not_migrated(items: list[dict]) -> None:
+    """What ``--all`` did not migrate, one line each on stderr (also with --json): ``not migrated: <path>[/] (<n>
+    files): <reason>``."""
+    c = render.console()
+    for x in items:
+        path = x["path"] + ("/" if x["type"] == "folder" else "")
+        n = f" ({x['files']} file{'' if x['files'] == 1 else 's'})" if x["type"] == "folder" else ""
+        c.print(f"[cyan]not migrated[/]: {render.escape(path)}{n}: {render.escape(x['reason'])}", soft_wrap=True)
+
+
 def _all(source: Path, out: Path, *, jobs, target_mode, content_capture, at, key, as_json: bool) -> None:
     from rich.table import Table
 
@@ -101,6 +112,7 @@ def _all(source: Path, out: Path, *, jobs, target_mode, content_capture, at, key
     report = migrate_all(source, out, jobs=jobs, target_mode=target_mode, content_capture=content_capture, at=at,
                          key=key)
     _warn(report["warnings"])
+    _not_migrated(report["notMigrated"])
     refused = report["counts"]["refused"]
     if as_json:
         render.emit_json(report)
@@ -126,7 +138,8 @@ def _all(source: Path, out: Path, *, jobs, target_mode, content_capture, at, key
         n = report["counts"]
         rate = len(report["runs"]) / report["seconds"] if report["seconds"] else 0.0
         c.print(f"{n['migrated']} migrated, {n['re-migrated']} re-migrated (source changed), {n['skipped']} skipped "
-                f"(unchanged), {refused} refused; {report['jobs']} worker(s), {report['seconds']:.2f} s "
+                f"(unchanged), {refused} refused, {len(report['notMigrated'])} not migrated (no run: listed above); "
+                f"{report['jobs']} worker(s), {report['seconds']:.2f} s "
                 f"({rate:.1f} runs/s)")
     if refused:
         raise typer.Exit(EXIT_INTEGRITY)

@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-import msgspec
-
 from aefgate.errors import Refusal
+from aefgate.formats.aef import jsonio
 
 __all__ = ["WorkerPool", "Decision", "StateFile", "decide", "error_row", "output_folder", "signing_key",
            "summarize", "check_jobs", "input_key"]
@@ -125,8 +124,10 @@ class StateFile:
     worker **before** it writes the output (:meth:`append`). Since an output folder appears only whole (renamed into
     place), a line whose folder holds a run names a finished conversion, whenever the batch was interrupted; a line
     whose folder is absent (refused, or cut short) is ignored by :func:`decide`, and so is a line that is not JSON
-    (cut short by a crash as it was written). A journal with a line of JSON that is not one of its own is refused
-    (``OUT-1``: the output folder holds what it cannot take), never rewritten."""
+    (cut short by a crash as it was written). The journal is read by AEF's one strict reader
+    (:func:`aefgate.formats.aef.jsonio.loads`: nesting 64, 4 MiB a line): a journal with a line of JSON that is not
+    one of its own (nested too deep, too large, a member twice, ...) is refused (``OUT-1``, with the line: the
+    output folder holds what it cannot take), never rewritten."""
 
     def __init__(self, out_dir: Path, name: str, kind: str) -> None:
         self.path = out_dir / name
@@ -140,9 +141,14 @@ class StateFile:
             if not line.strip():
                 continue
             try:
-                doc = msgspec.json.decode(line)
-            except msgspec.DecodeError:
-                continue  # a line cut short by a crash while it was written: its conversion never finished
+                doc = jsonio.loads(line, top_object=False)
+            except jsonio.JsonProblem as e:
+                if e.rule == "ENC-1":  # malformed: a line cut short by a crash while it was written
+                    continue  # its conversion never finished
+                # JSON, but none of the journal's own lines (too deep, too large, a member twice, a number beyond
+                # binary64): read by the one strict reader, never trusted
+                raise Refusal("OUT-1", f"the batch's state file does not read at line {i} ([{e.rule}] {e.reason}): "
+                              "move it away to start afresh", f"{self.path}:{i}") from None
             try:
                 if not isinstance(doc, dict) or doc.get("format") != kind:
                     raise ValueError(f"not a line of a {kind} batch")
@@ -167,7 +173,7 @@ class StateFile:
         appended under an exclusive lock."""
         import fcntl
 
-        line = msgspec.json.encode({"format": kind, "input": input_name, "folder": folder, "key": key}) + b"\n"
+        line = jsonio.dump_line({"format": kind, "input": input_name, "folder": folder, "key": key})
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

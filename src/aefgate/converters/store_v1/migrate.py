@@ -12,10 +12,14 @@
   ``OUT_DIR`` holds whole runs only and the next ``--all`` takes up the rest. A worker whose parent dies gets
   SIGTERM (Linux ``PR_SET_PDEATHSIG``); a worker that dies makes the runs not done ``refused`` (rule ``internal``).
 - Warnings: a native AEF run under ``<workspace>/aef/runs/`` linking a store run (prefer the native evidence); the
-  runs index naming a run the workspace does not hold, or not read.
+  runs index naming a run the workspace does not hold, or not read; an output folder whose ``run.json`` does not
+  read (strictly, :mod:`aefgate.formats.aef.jsonio`): left as it is, never taken for an earlier migration.
+- What is not migrated: every folder and file of the workspace that is no run (``benchmarks/``, ``red-team/``, a
+  stray file, an unknown subject kind, ...), with the reason (:mod:`.inventory`); listed, not refused.
 
 The report (:func:`migrate_all`'s return value, the CLI's ``--json``) lists every run in discovery order with its
-status (``migrated``, ``re-migrated``, ``skipped``, ``refused``), and per worker process its peak RSS.
+status (``migrated``, ``re-migrated``, ``skipped``, ``refused``), what of the workspace it did not migrate
+(``notMigrated``: ``{path, type, files, what, reason}``), and per worker process its peak RSS.
 """
 
 from __future__ import annotations
@@ -24,8 +28,6 @@ import os
 import time
 from pathlib import Path
 from typing import Any
-
-import msgspec
 
 from aefgate.converters import batch
 from aefgate.converters.common import check_import_options
@@ -36,7 +38,9 @@ from aefgate.converters.store_v1.importer import (
     migration_key,
     native_warnings,
 )
+from aefgate.converters.store_v1.inventory import not_migrated
 from aefgate.errors import Refusal
+from aefgate.formats.aef import jsonio
 from aefgate.formats.store_v1.reader import (
     RunRef,
     Workspace,
@@ -53,9 +57,13 @@ __all__ = ["migrate_all", "existing_migrations"]
 STATUSES = ("migrated", "re-migrated", "skipped", "refused")
 
 
-def existing_migrations(out_dir: Path) -> dict[str, list[tuple[str, str]]]:
+def existing_migrations(out_dir: Path, warnings: list[str] | None = None) -> dict[str, list[tuple[str, str]]]:
     """The store v1 migrations ``out_dir`` already holds: by run id, ``(folder name, migration key)`` each. Folders
-    whose ``run.json`` does not read, or that are no store v1 migration, are left alone (and never overwritten)."""
+    whose ``run.json`` does not read, or that are no store v1 migration, are left alone (and never overwritten).
+
+    ``run.json`` is read by AEF's one strict reader (:func:`aefgate.formats.aef.jsonio.read_json`: 4 MiB, nesting
+    64, ENC-1..3, ENC-17), never trusted to be sane: one that does not read (malformed, too deep, too large, not
+    readable) is no finished migration; with ``warnings``, each such folder is named there with the rule."""
     out: dict[str, list[tuple[str, str]]] = {}
     if not out_dir.is_dir():
         return out
@@ -64,12 +72,17 @@ def existing_migrations(out_dir: Path) -> dict[str, list[tuple[str, str]]]:
             continue
         p = child / "run.json"
         try:
-            if not p.is_file() or p.stat().st_size > 4 << 20:
+            if p.is_symlink() or not p.is_file():
                 continue
-            doc = msgspec.json.decode(p.read_bytes())
-        except (OSError, msgspec.DecodeError):
+            doc = jsonio.read_json(p)
+        except (OSError, jsonio.JsonProblem) as e:
+            if warnings is not None:
+                why = (f"[{e.rule}] {e.reason}" if isinstance(e, jsonio.JsonProblem)
+                       else f"[IO-1] {e.strerror or e}")
+                warnings.append(f"{p} does not read ({why}): not taken for an earlier migration; the folder is "
+                                "left as it is")
             continue
-        if not isinstance(doc, dict) or not isinstance(doc.get("runId"), str):
+        if not isinstance(doc.get("runId"), str):
             continue
         src = (doc.get("imported") or {}).get("from") if isinstance(doc.get("imported"), dict) else None
         own = (doc.get("ext") or {}).get(OWN_EXT) if isinstance(doc.get("ext"), dict) else None
@@ -150,7 +163,7 @@ def migrate_all(src: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
     # the workers are forked first, before the runs are listed (so a worker's memory does not hold the parent's list
     # of runs, and its peak stays flat in their number) and before any progress thread starts
     with batch.WorkerPool(n_jobs) as pool:
-        tasks, problems, warnings = _plan(ws, out, target_mode, content_capture, at, key, signing_key)
+        tasks, problems, warnings, unread = _plan(ws, out, target_mode, content_capture, at, key, signing_key)
         rows = pool.run(tasks, _one, _row_head, label="migrate store v1 runs", unit="runs")
     for p in problems:
         rows.append({"runId": None, "subjectFolder": None, "source": p.where, "status": "refused",
@@ -158,17 +171,19 @@ def migrate_all(src: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
     tally, workers = batch.summarize(rows, STATUSES)
     elapsed = time.monotonic() - started
     return {"workspace": str(ws.path), "output": str(out), "jobs": pool.used, "runs": rows, "counts": tally,
-            "warnings": warnings, "workers": workers, "seconds": round(elapsed, 3)}
+            "notMigrated": unread, "warnings": warnings, "workers": workers, "seconds": round(elapsed, 3)}
 
 
 def _plan(ws: Workspace, out: Path, target_mode: str, content_capture: str, at: str | None, key: Any,
-          signing_key: Any) -> tuple[list[dict[str, Any]], list[Refusal], list[str]]:
-    """The runs to migrate, as tasks (in discovery order), the refusals met while listing them, the warnings."""
+          signing_key: Any) -> tuple[list[dict[str, Any]], list[Refusal], list[str], list[dict[str, Any]]]:
+    """The runs to migrate, as tasks (in discovery order), the refusals met while listing them, the warnings, and
+    what of the workspace is not migrated (:func:`~.inventory.not_migrated`)."""
     problems: list[Refusal] = []
     refs = ws.runs(problems)
     index, bad_docs = compliance_index(ws)
     bad = batch.error_row(bad_docs[0]) if bad_docs else None
-    existing = existing_migrations(out)
+    warnings: list[str] = []
+    existing = existing_migrations(out, warnings)
     links = native_links(ws)
     counts: dict[str, int] = {}
     for r in refs:
@@ -184,10 +199,9 @@ def _plan(ws: Workspace, out: Path, target_mode: str, content_capture: str, at: 
                          "subjects): one of them cannot be named by it", str(r.path)))
         tasks.append({"ws": ws, "ref": r, "out_dir": str(out), "compliance": index.get(r.run_id, []),
                       "existing": existing.get(r.run_id, []), "options": opts, "bad": task_bad})
-    warnings: list[str] = []
     for r in refs:
         warnings += native_warnings(ws, r.run_id, links)
     warnings += _index_warnings(ws, {r.run_id for r in refs})
-    return tasks, problems, warnings
+    return tasks, problems, warnings, not_migrated(ws, refs, index, bad_docs)
 
 
