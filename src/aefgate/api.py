@@ -34,14 +34,9 @@ def verify(run: str | os.PathLike[str], *, anchors: Iterable[str] | None = None,
     """Verify the run folder ``run``: its outcome is ``intact``, ``unsealed`` or ``invalid``, with every problem as
     ``(path, code)``. ``anchors`` are trusted run hashes; ``policy`` a trust policy file ([SIG-4]): then
     ``signed_by`` names who signed the attestation and the redactions it authorizes are honoured."""
-    from aefgate.formats.aef.trust import verify_run
+    from aefgate.formats.aef.verifier import verify_run
 
-    trust = None
-    if policy is not None:
-        from aefgate.formats.aef.signatures import TrustPolicy
-
-        trust = TrustPolicy.load(policy)
-    return verify_run(Path(run), anchors=list(anchors) if anchors is not None else None, policy=trust)
+    return verify_run(Path(run), anchors=list(anchors) if anchors is not None else None, policy=policy)
 
 
 def seal(run: str | os.PathLike[str], *, sealed_by: str = "producer", at: str | None = None,

@@ -336,7 +336,7 @@ def test_blob_read_changed_then_restored_sends_nothing(nats_server, tmp_path, mo
 
 def _decided_run(tmp_path, monkeypatch, lines: int = 3_000):
     """A bench run with overlay decisions targeting lines of different ranges (AEP-12), cut in ranges of 64 KiB."""
-    from aefgate.formats.aef import overlays as ov
+    from aefgate.formats.aef import decisions as ov
     from aefgate.formats.aef import verifier
 
     run = big_run(tmp_path, lines)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aefgate.formats.aef import overlays as ov
+from aefgate.formats.aef import decisions as ov
 from tests._shared import EXAMPLES, copy_run
 from tests.conftest import aefgate, cli_env, one_json
 

@@ -270,7 +270,7 @@ def test_full_ceiling_carries_the_explanation_and_off_runs_never_do(tmp_path: Pa
 def test_redacted_ceiling_runs_the_pipeline_or_is_refused(tmp_path: Path):
     src = EXAMPLES / "aef-inspect" / "input"
     run = copy_run(src, tmp_path / "run")
-    from aefgate.formats.aef import overlays as ov
+    from aefgate.formats.aef import decisions as ov
 
     ov.decide(run, kind="annotate", by="reviewer-1", reason="mail alice@example.com, token=abc123secret", at=AT)
     events = list(aep_exporter.export_events(run, max_capture="redacted"))
@@ -382,7 +382,7 @@ def test_wrong_aef_members_are_refused_never_a_traceback(member: str, value, tmp
 
 
 def test_overlay_decisions_become_feedback(tmp_path: Path):
-    from aefgate.formats.aef import overlays as ov
+    from aefgate.formats.aef import decisions as ov
 
     run = copy_run(EXAMPLES / "aef-inspect" / "input", tmp_path / "run")
     r1 = "r_1264eeb36620c9cbe97b71ffdbcfd331"
@@ -653,7 +653,7 @@ def _plain_big_run(tmp: Path, lines: int = 3000) -> Path:
 def _big_run(tmp: Path, lines: int = 3000) -> Path:
     import sys
 
-    from aefgate.formats.aef import overlays as ov
+    from aefgate.formats.aef import decisions as ov
     from aefgate.formats.aef.sealer import seal_run
 
     sys.path.insert(0, str(REPO / "bench"))

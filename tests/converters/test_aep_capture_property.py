@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aefgate.converters.aep import exporter as aep_exporter
-from aefgate.formats.aef import overlays
+from aefgate.formats.aef import decisions
 from aefgate.formats.aef.builder import RunBuilder
 from aefgate.formats.aep import validate_event
 from tests.formats.aef.test_builder import END, HEADER, METRICS, leaf
@@ -75,7 +75,7 @@ def test_no_redacted_class_text_at_a_metadata_ceiling(generated) -> None:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
         run, planted = _build(root, cases, capture)
-        overlays.decide(run, kind="annotate", by="reviewer-9", reason=f"note: {comment}", at=AT)
+        decisions.decide(run, kind="annotate", by="reviewer-9", reason=f"note: {comment}", at=AT)
         planted.add(comment)
         outputs = {
             "aep": aep_exporter.to_aep(run, root / "events.jsonl"),

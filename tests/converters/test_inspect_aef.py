@@ -169,7 +169,7 @@ def add_overlays(run: Path) -> None:
     """The corpus run completed-eval has overlays (aef-inspect/input is that run without them, README): one
     sealed annotate event, as the overlay writer appends it."""
     try:
-        from aefgate.formats.aef.overlays import decide
+        from aefgate.formats.aef.decisions import decide
     except ImportError:  # pragma: no cover - the overlay writer ships with aefgate
         (run / "overlays").mkdir()
         event = {"schemaVersion": "1.0", "eventId": "ev-1", "kind": "annotate",

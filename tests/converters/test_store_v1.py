@@ -246,7 +246,7 @@ def test_content_capture_off(tmp_path: Path):
 
 def test_signed_with_key(tmp_path: Path):
     from aefgate.formats.aef.signatures import TrustPolicy, keygen
-    from aefgate.formats.aef.trust import verify_run as trusted
+    from aefgate.formats.aef.verifier import verify_run as trusted
 
     private, _public, entry = keygen("ecdsa-p256", "git:migrator@example.com")
     (tmp_path / "k.pem").write_bytes(private)

@@ -356,24 +356,3 @@ class NatsSink:
 
     def describe(self) -> dict:
         return {"stream": self.stream, "streamCreated": self.created}
-
-
-def consume_all(url: str, stream: str, *, timeout: float = 5.0) -> list[tuple[dict, bytes]]:  # pragma: no cover
-    """Every message of ``stream`` as ``(headers, payload)`` (for tools and tests; reads the whole stream)."""
-
-    async def go() -> list[tuple[dict, bytes]]:
-        import nats
-
-        nc = await nats.connect(url)
-        try:
-            js = nc.jetstream()
-            info = await js.stream_info(stream)
-            out = []
-            for seq in range(info.state.first_seq, info.state.last_seq + 1):
-                msg = await js.get_msg(stream, seq)
-                out.append((dict(msg.headers or {}), msg.data))
-            return out
-        finally:
-            await nc.close()
-
-    return asyncio.run(go())

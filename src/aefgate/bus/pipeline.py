@@ -2,7 +2,7 @@
 (docs/design/bus.md, "Pipeline"; :mod:`aefgate.formats.aef.onepass`).
 
 :class:`Producer` forks a child process that checks the export's options (as ``export_events`` does), then runs the
-one pass itself: :func:`onepass.verify_mapping` verifies the run (AEP-1; with its own worker processes for a large
+one pass itself: :func:`verifier.verify_run` (with a mapper) verifies the run (AEP-1; with its own worker processes for a large
 run) while :class:`_PublishMapper` keeps each batch of checked result lines (with the explanations read from their
 reasoning blobs) in an unnamed temporary file: nothing is sent before the verdict. At the verdict the child sends a
 refusal (the file dropped unread), or ``V`` and then makes the AEP events from the file (as ``export_events`` makes
@@ -311,7 +311,7 @@ def _send_spooled(fd: int, mapper: _PublishMapper) -> None:
 
 
 def _run(fd: int, checked: Any, policy: Any, encode) -> None:
-    """The child's work: the one pass (:func:`onepass.verify_mapping`: the verification, with its own worker
+    """The child's work: the one pass (``verify_run(mapper=)``: the verification, with its own worker
     processes for a large run, while :class:`_PublishMapper` spools the checked lines), then, by the verdict:
     ``R`` (the run is not intact: the refusal ``export_events`` gives; a refusal of the export's; the run changed
     during the pass) with nothing sent, or ``V`` and the events made from the spool (:func:`_send_spooled`)."""

@@ -52,13 +52,6 @@ def authorized_withheld(run_dir: Path, policy: Any) -> frozenset[str]:
     return frozenset(authorized_redactions(run_dir, policy))
 
 
-def verify_with_policy(run_dir: Path, policy: Any, anchors: Optional[list[str]] = None) -> Any:
-    """``verify_run`` with the trust policy, if any (authorized redactions and ``signed_by``, §4.5)."""
-    from aefgate.formats.aef.trust import verify_run
-
-    return verify_run(run_dir, anchors=anchors, policy=policy)
-
-
 PAYLOAD_TYPE_OPT = typer.Option(..., "--payload-type", help="The payloadType [SIG-1] gives the signed file: "
                                 "application/vnd.in-toto+json (seal.json, a batch seal) or "
                                 "application/vnd.agenteval.aef.checkpoint+json (a checkpoint manifest).")
@@ -87,7 +80,9 @@ def run_op(
     trust = load_policy(policy)
     require_dir(run_dir)
     anchor_list = read_anchors(anchors) if anchors is not None else None
-    render.emit_json(verify_with_policy(run_dir, trust, anchor_list).to_json())
+    from aefgate.formats.aef.verifier import verify_run  # the CLI's start time: formats load when a command runs
+
+    render.emit_json(verify_run(run_dir, policy=trust, anchors=anchor_list).to_json())
 
 
 @aef_app.command("seal")

@@ -100,7 +100,8 @@ def verify(
 
     Example: aefgate verify runs/2026/10/0192.../ --policy trust.json --json
     """
-    from aefgate.cli.aef import load_policy, verify_with_policy
+    from aefgate.cli.aef import load_policy
+    from aefgate.formats.aef.verifier import verify_run
 
     trust = load_policy(policy)
     require_dir(run)
@@ -109,7 +110,7 @@ def verify(
         # run at all: an input error, said as such (no outcome, no run hash of nothing)
         raise Refusal("RUN-1", "not a run folder: it holds no run.json", str(run))
     anchor_list = read_anchors(anchors) if anchors is not None else None
-    v = verify_with_policy(run, trust, anchor_list)
+    v = verify_run(run, policy=trust, anchors=anchor_list)
     if as_json:
         out = v.to_json()
         out["withheld"] = v.withheld

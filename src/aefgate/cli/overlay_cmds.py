@@ -234,7 +234,7 @@ def decide(
     Example: aefgate decide ./my-run --kind waive --requirement REQ-42 --by reviewer-42 --reason "pending retest"
     --expires 2026-11-01T00:00:00Z
     """
-    from aefgate.formats.aef.overlays import decide as do_decide
+    from aefgate.formats.aef.decisions import decide as do_decide
 
     require_dir(run)
     out = do_decide(run, kind=kind, by=by, reason=reason, result=result, requirement=requirement, state=state,

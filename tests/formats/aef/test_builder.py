@@ -1190,14 +1190,21 @@ def test_files_are_compact_lf_terminated_json(tmp_path: Path):
         assert validator(name[:-5], "writer")(jsonio.read_json(out / name)) is None
 
 
-def test_the_header_and_nodes_may_be_models(tmp_path: Path):
-    from aefgate.formats.aef import models
+def test_the_header_and_nodes_may_be_typed_structs(tmp_path: Path):
+    """A caller's own msgspec structs (renamed fields included) are written as the JSON they encode to."""
+    import msgspec
 
-    header = models.from_dict(models.Run, {**HEADER, "status": "running",
-                                           "producer": {"name": "x", "version": "1"}})
-    metrics = models.from_dict(models.Metrics, METRICS)
-    with RunBuilder(tmp_path / "run", header, metrics=metrics) as b:
-        b.add_case("c", leaf("q", usage=[models.Usage(role="agent", input_tokens=5)]))
+    class Usage(msgspec.Struct, omit_defaults=True):
+        role: str
+        input_tokens: int = msgspec.field(name="gen_ai.usage.input_tokens")
+
+    class Producer(msgspec.Struct):
+        name: str
+        version: str
+
+    header = {**HEADER, "status": "running", "producer": Producer("x", "1")}
+    with RunBuilder(tmp_path / "run", header, metrics=METRICS) as b:
+        b.add_case("c", leaf("q", usage=[Usage(role="agent", input_tokens=5)]))
         b.finish(ended_at=END)
     (line,) = read_lines(tmp_path / "run" / "results.ndjson")
     assert line["usage"] == [{"role": "agent", "gen_ai.usage.input_tokens": 5}]

@@ -12,7 +12,8 @@ import pytest
 from aefgate.converters.common import CollectLines
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio, verifier
-from aefgate.formats.aef.onepass import LineMapper, MappingError, verify_mapping
+from aefgate.formats.aef.onepass import LineMapper, MappingError
+from aefgate.formats.aef.verifier import verify_run
 from tests.conftest import shared_root
 
 EXAMPLES = shared_root() / "spec" / "aef" / "interop" / "examples"
@@ -30,7 +31,7 @@ def _copy(src: Path, tmp: Path) -> Path:
 def test_same_verdict_and_exactly_the_lines_checked(src: Path) -> None:
     plain = verifier.verify_run(src)
     m = CollectLines("TEST-1")
-    v = verify_mapping(src, m)
+    v = verify_run(src, mapper=m)
     assert (v.outcome, v.problems, v.run_hash) == (plain.outcome, plain.problems, plain.run_hash)
     assert v.outcome in ("intact", "unsealed")
     expected = list(jsonio.iter_ndjson(src / "results.ndjson"))
@@ -48,7 +49,7 @@ def test_lines_that_do_not_read_are_never_mapped(tmp_path: Path, monkeypatch, wo
     monkeypatch.setattr(verifier, "_PARALLEL_FROM", 0)
     monkeypatch.setattr(verifier, "_RANGE", 1)
     m = CollectLines("TEST-1")
-    v = verify_mapping(run, m)
+    v = verify_run(run, mapper=m)
     assert v.outcome == "invalid" and ("results.ndjson:2", "schema") in v.problems
     assert [n for n, _ in m.lines] == [n for n in range(1, len(lines)) if n != 2]
 
@@ -73,7 +74,7 @@ def test_a_mappers_refusal_is_kept_for_after_the_verdict(monkeypatch, workers: s
     monkeypatch.setattr(verifier, "_PARALLEL_FROM", 0)
     monkeypatch.setattr(verifier, "_RANGE", 1)  # one line a range
     m = _Refusing(Refusal("TEST-9", "line 3 cannot be converted", "results.ndjson:3"))
-    v = verify_mapping(RUNS[0], m)
+    v = verify_run(RUNS[0], mapper=m)
     assert v.outcome == "intact"  # the verdict is the run's
     assert isinstance(m.failure, Refusal) and (m.failure.rule, m.failure.where) == ("TEST-9", "results.ndjson:3")
     assert m.got == [1, 2]  # what came before it, in order; nothing after
@@ -81,7 +82,7 @@ def test_a_mappers_refusal_is_kept_for_after_the_verdict(monkeypatch, workers: s
 
 def test_an_unexpected_mapper_error_is_not_swallowed(monkeypatch) -> None:
     m = _Refusing(KeyError("boom"))
-    verify_mapping(RUNS[0], m)
+    verify_run(RUNS[0], mapper=m)
     assert isinstance(m.failure, MappingError) and "KeyError" in str(m.failure)
 
 
@@ -104,7 +105,7 @@ def test_a_range_read_differently_is_a_framing_problem_and_a_refusal(tmp_path: P
     monkeypatch.setattr(verifier, "_RANGE", 1)
     monkeypatch.setattr(verifier, "_check_range", _other_bytes)
     m = CollectLines("TEST-1")
-    v = verify_mapping(RUNS[0], m)
+    v = verify_run(RUNS[0], mapper=m)
     assert v.outcome == "invalid" and ("results.ndjson", "encoding") in v.problems
     assert isinstance(m.failure, Refusal) and m.failure.rule == "TEST-1" and m.failure.exit_code == 1
     assert [n for n, _ in m.lines] == [1]  # the range before it; nothing from the range read twice, or after

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef import overlays as ov
+from aefgate.formats.aef import decisions, overlays as ov
 from aefgate.formats.aef.schema import validator
 from aefgate.formats.aef.verifier import verify_run
 from tests._shared import EXAMPLES, copy_run
@@ -476,18 +476,18 @@ def test_too_many_files_is_limit_once(run: Path, monkeypatch: pytest.MonkeyPatch
 def test_decide_every_kind(run: Path) -> None:
     at = "2026-10-05T10:00:00Z"
     outs = [
-        ov.decide(run, kind="approve", by="reviewer-42", reason="Reviewed the sealed evidence", at=at),
-        ov.decide(run, kind="reject", by="reviewer-7", reason="Wrong answer", result=R1, at=at),
-        ov.decide(run, kind="override", by="reviewer-42", reason="Judge misread", result=R1, state="passed", at=at),
-        ov.decide(run, kind="adjudicate", by="panel", reason="Split resolved", result=R5, state="failed", at=at),
-        ov.decide(run, kind="waive", by="reviewer-42", reason="Pending retest", requirement="REQ-42", at=at,
+        decisions.decide(run, kind="approve", by="reviewer-42", reason="Reviewed the sealed evidence", at=at),
+        decisions.decide(run, kind="reject", by="reviewer-7", reason="Wrong answer", result=R1, at=at),
+        decisions.decide(run, kind="override", by="reviewer-42", reason="Judge misread", result=R1, state="passed", at=at),
+        decisions.decide(run, kind="adjudicate", by="panel", reason="Split resolved", result=R5, state="failed", at=at),
+        decisions.decide(run, kind="waive", by="reviewer-42", reason="Pending retest", requirement="REQ-42", at=at,
                   expires="2026-11-01T00:00:00Z"),
-        ov.decide(run, kind="waive", by="reviewer-42", reason="Known flake", result=R2, at=at,
+        decisions.decide(run, kind="waive", by="reviewer-42", reason="Known flake", result=R2, at=at,
                   expires="2026-10-06T00:00:00Z"),
-        ov.decide(run, kind="acknowledge", by="reviewer-42", reason="Seen", result=R5, at=at),
-        ov.decide(run, kind="accept_baseline", by="reviewer-42", reason="New baseline", at=at),
-        ov.decide(run, kind="annotate", by="reviewer-42", reason="A note", requirement="REQ-7", at=at),
-        ov.decide(run, kind="redact", by="dpo", reason="Personal data", blob=BLOB, at=at),
+        decisions.decide(run, kind="acknowledge", by="reviewer-42", reason="Seen", result=R5, at=at),
+        decisions.decide(run, kind="accept_baseline", by="reviewer-42", reason="New baseline", at=at),
+        decisions.decide(run, kind="annotate", by="reviewer-42", reason="A note", requirement="REQ-7", at=at),
+        decisions.decide(run, kind="redact", by="dpo", reason="Personal data", blob=BLOB, at=at),
     ]
     assert [o["batch"] for o in outs] == list(range(1, 11))
     ids = [o["eventId"] for o in outs]
@@ -524,7 +524,7 @@ def test_decide_every_kind(run: Path) -> None:
 
 
 def test_decide_refusals_leave_the_run_unchanged(run: Path) -> None:
-    ov.decide(run, kind="approve", by="a", reason="ok")
+    decisions.decide(run, kind="approve", by="a", reason="ok")
     before = snapshot(run)
     cases = [
         dict(kind="approve", by="a", reason="   "),
@@ -550,7 +550,7 @@ def test_decide_refusals_leave_the_run_unchanged(run: Path) -> None:
     ]
     for kw in cases:
         with pytest.raises(Refusal) as e:
-            ov.decide(run, **kw)
+            decisions.decide(run, **kw)
         assert e.value.exit_code == 2, kw
     assert snapshot(run) == before
 
@@ -560,13 +560,13 @@ def test_decide_refuses_unsealed_and_invalid_runs(run: Path, tmp_path: Path) -> 
     (unsealed / "seal.json").unlink()
     before = snapshot(unsealed)
     with pytest.raises(Refusal) as e:
-        ov.decide(unsealed, kind="approve", by="a", reason="ok")
+        decisions.decide(unsealed, kind="approve", by="a", reason="ok")
     assert e.value.exit_code == 1 and snapshot(unsealed) == before
     p = run / "metrics.json"
     p.write_bytes(p.read_bytes() + b"\n")
     before = snapshot(run)
     with pytest.raises(Refusal) as e:
-        ov.decide(run, kind="approve", by="a", reason="ok")
+        decisions.decide(run, kind="approve", by="a", reason="ok")
     assert e.value.exit_code == 1 and "digest at metrics.json" in e.value.message
     assert snapshot(run) == before
 
@@ -577,7 +577,7 @@ def test_decide_refuses_a_broken_chain(run: Path) -> None:
     p.write_bytes(p.read_bytes().replace(b"because", b"BECAUSE"))
     before = snapshot(run)
     with pytest.raises(Refusal) as e:
-        ov.decide(run, kind="approve", by="a", reason="ok")
+        decisions.decide(run, kind="approve", by="a", reason="ok")
     assert e.value.exit_code == 1 and "batch-digest" in e.value.message
     assert snapshot(run) == before
 
@@ -585,45 +585,45 @@ def test_decide_refuses_a_broken_chain(run: Path) -> None:
 def test_decide_after_event_problems_appends(run: Path) -> None:
     """Problems about single events do not stop the chain: a new batch still verifies."""
     add_batch(run, b"{}\n" + line(event("approve", eid="ov_a")))
-    out = ov.decide(run, kind="reject", by="a", reason="changed my mind")
+    out = decisions.decide(run, kind="reject", by="a", reason="changed my mind")
     assert out["batch"] == 2
     assert problems(run) == [[f"{EVENTS}:1", "event-invalid"]]
     assert view(run)["reviews"] == [{"target": "run", "status": "reject", "event": out["eventId"]}]
 
 
 def test_interrupted_write(run: Path) -> None:
-    ov.decide(run, kind="approve", by="a", reason="ok")
+    decisions.decide(run, kind="approve", by="a", reason="ok")
     with open(run / EVENTS, "ab") as f:  # a crash between appending the line and writing its seal
         f.write(line(event("reject", eid="ov_crashed")))
     v = view(run)
     assert v["unsealedEvents"] == 1 and v["reviews"][0]["status"] == "approve"
     before = snapshot(run)
     with pytest.raises(Refusal) as e:
-        ov.decide(run, kind="annotate", by="a", reason="note")
+        decisions.decide(run, kind="annotate", by="a", reason="note")
     assert e.value.exit_code == 2
     assert "1 unsealed event line" in e.value.message and "interrupted" in e.value.message
     assert snapshot(run) == before
     # someone deals with it (drops the unsealed line): deciding works again
     size = json.loads((run / "overlays" / "seal-0001.json").read_bytes())["predicate"]["length"]
     os.truncate(run / EVENTS, size)
-    assert ov.decide(run, kind="annotate", by="a", reason="note")["batch"] == 2
+    assert decisions.decide(run, kind="annotate", by="a", reason="note")["batch"] == 2
     assert problems(run) == []
 
 
 def test_interrupted_mid_line(run: Path) -> None:
-    ov.decide(run, kind="approve", by="a", reason="ok")
+    decisions.decide(run, kind="approve", by="a", reason="ok")
     with open(run / EVENTS, "ab") as f:
         f.write(b'{"schemaVersion":"1.0","eventId":"ov_')
     with pytest.raises(Refusal) as e:
-        ov.decide(run, kind="annotate", by="a", reason="note")
+        decisions.decide(run, kind="annotate", by="a", reason="note")
     assert e.value.exit_code == 2 and "unfinished last line" in e.value.message
 
 
 def test_decide_refuses_an_orphan_signature_for_the_next_batch(run: Path) -> None:
-    ov.decide(run, kind="approve", by="a", reason="ok")
+    decisions.decide(run, kind="approve", by="a", reason="ok")
     (run / "overlays" / "seal-0002.dsse.json").write_text("{}")
     with pytest.raises(Refusal) as e:
-        ov.decide(run, kind="annotate", by="a", reason="note")
+        decisions.decide(run, kind="annotate", by="a", reason="note")
     assert e.value.exit_code == 1 and e.value.where == "overlays/seal-0002.dsse.json"
 
 
@@ -659,10 +659,10 @@ def keys(tmp_path: Path) -> dict:
 
 
 def test_signed_batch_assurance(run: Path, keys: dict) -> None:
-    a = ov.decide(run, kind="approve", by="oidc:alice", reason="ok", key_path=keys["alice"])
-    b = ov.decide(run, kind="reject", by="oidc:dpo", reason="no", result=R1, key_path=keys["alice"])  # alice signs
-    c = ov.decide(run, kind="annotate", by="oidc:mallory", reason="n", key_path=keys["mallory"])  # untrusted key
-    d = ov.decide(run, kind="annotate", by="oidc:dpo", reason="n")  # unsigned
+    a = decisions.decide(run, kind="approve", by="oidc:alice", reason="ok", key_path=keys["alice"])
+    b = decisions.decide(run, kind="reject", by="oidc:dpo", reason="no", result=R1, key_path=keys["alice"])  # alice signs
+    c = decisions.decide(run, kind="annotate", by="oidc:mallory", reason="n", key_path=keys["mallory"])  # untrusted key
+    d = decisions.decide(run, kind="annotate", by="oidc:dpo", reason="n")  # unsigned
     assert a["signature"] == "overlays/seal-0001.dsse.json" and a["event"]["by"]["assurance"] == "signed"
     assert (run / "overlays" / "seal-0001.dsse.json").is_file()
     assert problems(run) == []
@@ -680,7 +680,7 @@ def test_signed_batch_assurance(run: Path, keys: dict) -> None:
 
 
 def test_authorized_redaction_withholds_a_deleted_blob(run: Path, keys: dict) -> None:
-    out = ov.decide(run, kind="redact", by="oidc:dpo", reason="personal data", blob=BLOB, key_path=keys["dpo"])
+    out = decisions.decide(run, kind="redact", by="oidc:dpo", reason="personal data", blob=BLOB, key_path=keys["dpo"])
     policy = signatures.TrustPolicy.load(keys["policy"])
     assert ov.authorized_redactions(run, policy) == {BLOB_PATH}
     assert ov.authorized_redactions(run, keys["policy"]) == {BLOB_PATH}  # a path works too
@@ -696,18 +696,18 @@ def test_authorized_redaction_withholds_a_deleted_blob(run: Path, keys: dict) ->
     plain = verify_run(run, withheld_ok=ov.authorized_redactions(run, None))
     assert plain.outcome == "invalid" and (BLOB_PATH, "missing") in plain.problems
     # deciding still works on the run with a withheld blob, given the policy
-    assert ov.decide(run, kind="annotate", by="oidc:dpo", reason="erased", policy=policy)["batch"] == 2
+    assert decisions.decide(run, kind="annotate", by="oidc:dpo", reason="erased", policy=policy)["batch"] == 2
     with pytest.raises(Refusal) as e:
-        ov.decide(run, kind="annotate", by="oidc:dpo", reason="erased")
+        decisions.decide(run, kind="annotate", by="oidc:dpo", reason="erased")
     assert e.value.exit_code == 1
 
 
 def test_unauthorized_redactions_withhold_nothing(run: Path, keys: dict) -> None:
-    ov.decide(run, kind="redact", by="oidc:dpo", reason="unsigned", blob=BLOB)
-    ov.decide(run, kind="redact", by="oidc:alice", reason="alice may not redact", blob=BLOB, key_path=keys["alice"])
-    ov.decide(run, kind="redact", by="oidc:dpo", reason="signed by alice, not dpo", blob=BLOB,
+    decisions.decide(run, kind="redact", by="oidc:dpo", reason="unsigned", blob=BLOB)
+    decisions.decide(run, kind="redact", by="oidc:alice", reason="alice may not redact", blob=BLOB, key_path=keys["alice"])
+    decisions.decide(run, kind="redact", by="oidc:dpo", reason="signed by alice, not dpo", blob=BLOB,
               key_path=keys["alice"])
-    ov.decide(run, kind="redact", by="oidc:mallory", reason="untrusted", blob=BLOB, key_path=keys["mallory"])
+    decisions.decide(run, kind="redact", by="oidc:mallory", reason="untrusted", blob=BLOB, key_path=keys["mallory"])
     assert ov.authorized_redactions(run, keys["policy"]) == set()
     assert view(run, policy=keys["policy"])["withheld"] == []
     (run / BLOB_PATH).unlink()
@@ -716,8 +716,8 @@ def test_unauthorized_redactions_withhold_nothing(run: Path, keys: dict) -> None
 
 
 def test_redaction_in_an_unverified_batch_withholds_nothing(run: Path, keys: dict) -> None:
-    ov.decide(run, kind="approve", by="a", reason="ok")
-    ov.decide(run, kind="redact", by="oidc:dpo", reason="pd", blob=BLOB, key_path=keys["dpo"])
+    decisions.decide(run, kind="approve", by="a", reason="ok")
+    decisions.decide(run, kind="redact", by="oidc:dpo", reason="pd", blob=BLOB, key_path=keys["dpo"])
     assert ov.authorized_redactions(run, keys["policy"]) == {BLOB_PATH}
     p = run / EVENTS
     p.write_bytes(p.read_bytes().replace(b'"reason":"ok"', b'"reason":"OK"'))  # batch 1 broken
@@ -743,7 +743,7 @@ def test_decide_refuses_bad_keys_before_writing(run: Path, tmp_path: Path) -> No
         path = tmp_path / name
         path.write_bytes(data)
         with pytest.raises(Refusal) as e:
-            ov.decide(run, kind="approve", by="a", reason="ok", key_path=path)
+            decisions.decide(run, kind="approve", by="a", reason="ok", key_path=path)
         assert e.value.exit_code == 2, name
     assert snapshot(run) == before
     assert not (run / "overlays").exists()
@@ -772,28 +772,28 @@ def test_reading_does_not_depend_on_chunks(run: Path, monkeypatch: pytest.Monkey
 def test_a_failed_write_is_rolled_back(run: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A storage failure after writing started is exit 1, and the decision's own unsealed line (and signature) are
     removed again."""
-    ov.decide(run, kind="approve", by="a", reason="ok")
+    decisions.decide(run, kind="approve", by="a", reason="ok")
     before = snapshot(run)
-    real = ov._create_new
+    real = decisions._create_new
 
     def failing(path: Path, data: bytes) -> None:
         if path.name.endswith(".dsse.json"):
             return real(path, data)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(ov, "_create_new", failing)
+    monkeypatch.setattr(decisions, "_create_new", failing)
     with pytest.raises(Refusal) as e:
-        ov.decide(run, kind="annotate", by="a", reason="note")
+        decisions.decide(run, kind="annotate", by="a", reason="note")
     assert e.value.exit_code == 1 and "No space left" in e.value.message
     assert snapshot(run) == before
     sig = pytest.importorskip("aefgate.formats.aef.signatures")
     key = tmp_path / "k.pem"
     key.write_bytes(sig.keygen("ed25519", "a")[0])
     with pytest.raises(Refusal):
-        ov.decide(run, kind="annotate", by="a", reason="note", key_path=key)
+        decisions.decide(run, kind="annotate", by="a", reason="note", key_path=key)
     assert snapshot(run) == before
-    monkeypatch.setattr(ov, "_create_new", real)
-    assert ov.decide(run, kind="annotate", by="a", reason="note", key_path=key)["batch"] == 2
+    monkeypatch.setattr(decisions, "_create_new", real)
+    assert decisions.decide(run, kind="annotate", by="a", reason="note", key_path=key)["batch"] == 2
     assert problems(run) == []
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef.verifier import order_problems, problem_sort_key, verify_run
+from aefgate.formats.aef.problems import order_problems, problem_sort_key
+from aefgate.formats.aef.verifier import verify_run
 from tests._shared import CONFORMANCE, EXAMPLES, copy_run
 
 COMPLETED_EVAL = EXAMPLES / "aef-inspect" / "input"  # the corpus run completed-eval, sealed

@@ -16,6 +16,7 @@ from urllib.parse import quote
 import msgspec
 
 from aefgate.converters.aigp import calibrated_models, grader_of
+from aefgate.converters.common import verified
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.formats.aef import jsonio
 from aefgate.formats.aef.onepass import LineMapper
@@ -188,11 +189,7 @@ def _check_options(run_dir: str | os.PathLike[str], *, max_capture: str = "metad
 
 def _verify_intact(root: Path, policy: Any = None):
     """AEP-1: the run's :class:`Verification`, when it is ``intact``; refused otherwise (exit 1)."""
-    from aefgate.formats.aef.trust import verify_run
-
-    v = verify_run(root, policy=policy)
-    _check_intact(v, root)
-    return v
+    return verified(root, "AEP-1", policy=policy, unsealed_ok=False)
 
 
 def _context(opts: _Options, run_hash: str, run: dict | None = None) -> tuple[_Export, list[dict], set[str], Any]:
@@ -275,14 +272,9 @@ def _one_pass(run_dir: str | os.PathLike[str], out, encode, options: Mapping[str
 
 def _verified(root: Path, mapper: Any, policy: Any) -> None:
     """AEP-1: verify the run at ``root`` while ``mapper`` (which names the events by ``mapper.run_hash``, the
-    seal's) maps it (:func:`onepass.verify_mapping`); refused unless it verifies intact, then the mapper's own
+    seal's) maps it (``verify_run(mapper=)``); refused unless it verifies intact, then the mapper's own
     refusal; the run hash must be the verdict's. The mapper's output may then be released."""
-    from aefgate.formats.aef.onepass import verify_mapping
-
-    v = verify_mapping(root, mapper, policy=policy)
-    _check_intact(v, root)
-    if mapper.failure is not None:
-        raise mapper.failure
+    v = verified(root, "AEP-1", mapper=mapper, policy=policy, unsealed_ok=False)
     if v.run_hash != mapper.run_hash:  # pragma: no cover - intact means the seal's run hash is the run's
         raise Refusal("AEP-1", "the run changed during the export", str(root), exit_code=EXIT_INTEGRITY)
 
@@ -571,14 +563,6 @@ class _AepMapper(LineMapper):
         if seen:
             self.seen.update(seen)
         self.ctx.seq = seq  # where the decision events go on numbering (the lines may be mapped in workers)
-
-
-def _check_intact(v, root: Path) -> None:
-    """AEP-1: refused (exit 1) unless the verification ``v`` is intact."""
-    if v.outcome != "intact":
-        detail = f": {v.problems[0][1]} at {v.problems[0][0]}" if v.problems else ""
-        raise Refusal("AEP-1", f"only a run that verifies intact is exported; this one is {v.outcome}{detail}",
-                      str(root), exit_code=EXIT_INTEGRITY)
 
 
 # -- the JSONL bytes of an export: in this process, or in worker processes over ranges of results.ndjson ----------

@@ -185,24 +185,16 @@ def export_run(
     summary entry whose metric no line at its path scores, which ``map_scorers`` cannot write (IN-3);
     ``label_values`` writes a score whose label is not one of Inspect's letters as its value (the label in
     ``Score.metadata.aef.labels``), which the import reads back (the page's import refuses such a label, IN-7)."""
-    from aefgate.converters.common import CollectLines
-    from aefgate.formats.aef.onepass import verify_mapping
+    from aefgate.converters.common import CollectLines, verified
 
     root = Path(run_dir)
     if not (root / "run.json").is_file():
-        raise Refusal("CLI-1", "not a run folder (no run.json)", str(root))
+        raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(root))
     if case_times not in (None, "", "span"):
         raise Refusal("CONV-3", f"option 'case_times' takes span, not {case_times!r}", "option 'case_times'")
     withheld = frozenset(withheld_ok)
     collected = CollectLines("IN-11")  # the run read once: its lines as the verification checked them
-    v = verify_mapping(root, collected, withheld_ok=withheld)
-    bad = [p for p in v.problems if p[1] != "withheld"]
-    if v.outcome == "invalid" or bad:
-        where, code = bad[0] if bad else ("", "")
-        raise Refusal("IN-11", f"the run does not verify ({v.outcome}: {code} at {where}); only a run that verifies "
-                               "is converted", where or str(root), exit_code=EXIT_INTEGRITY)
-    if collected.failure is not None:  # pragma: no cover - collecting lines refuses nothing
-        raise collected.failure
+    verified(root, "IN-11", mapper=collected, withheld_ok=withheld)
     if _check_overlays(root) and not ignore_overlays:
         raise Refusal("IN-4", "the run has overlay events, whose Score.history and log_updates shape the page does "
                               "not give; the option 'ignore_overlays' converts the sealed lines without them",

@@ -135,13 +135,13 @@ def subject_service(run: dict) -> str | None:
 def _one_pass(root: Path, out, aigp: bool, name_from: str = "summary", service_name: str | None = None,
               from_subject: bool = False) -> None:
     """Verify the run (OT-8) while its records are written to ``out`` (JSON lines)."""
-    from aefgate.converters.common import verified_pass
+    from aefgate.converters.common import verified
 
     if name_from not in NAME_FROM:
         raise Refusal("CLI-2", f"option 'name_from' is summary or path, not {name_from!r}", "option 'name_from'")
     if service_name is not None and not service_name:
         raise Refusal("CLI-2", "option 'service_name' is not empty", "option 'service_name'")
-    verified_pass(root, "OT-8", _OtelMapper(root, out, aigp, name_from, service_name, from_subject))
+    verified(root, "OT-8", mapper=_OtelMapper(root, out, aigp, name_from, service_name, from_subject))
 
 
 class _OtelMapper(LineMapper):

@@ -34,7 +34,6 @@ import hashlib
 import math
 import os
 from pathlib import Path
-import typing
 from typing import Any, Iterable, Iterator
 
 from aefgate.converters.common import check_import_options
@@ -43,7 +42,7 @@ from aefgate.converters.otel.common import (RUN_ID_KEY, TRIAL, TRIALS_AGGREGATIO
 from aefgate.converters.aigp import annotator_kind
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.models import TrialAggregation
+from aefgate.formats.aef.vocab import TRIAL_AGGREGATIONS
 from aefgate.formats.aef.vocab import STATES, TYPED_ABSENCES
 from aefgate.formats.otlp import attributes, is_null_id, iter_file, nanos_to_time, value_of
 from aefgate.progress import task as progress_task
@@ -329,7 +328,7 @@ class _Events:
         return line
 
 
-_AGGREGATIONS = typing.get_args(TrialAggregation)
+_AGGREGATIONS = TRIAL_AGGREGATIONS
 
 
 def _trial_of(a: dict[str, Any], where: str) -> tuple[int | None, dict[str, Any] | None]:

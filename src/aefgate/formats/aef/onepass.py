@@ -5,7 +5,7 @@ An exporter supplies a :class:`LineMapper`: what it makes of the run header and 
 (the very bytes it hashes), then every line of ``results.ndjson`` that reads (decoded and valid against the reader
 schema) as it checks it: in this process, or in its worker processes over ranges of whole lines, the mapped output
 coming back to :meth:`LineMapper.put` in line order. The mapper writes that output somewhere nothing reads yet (a
-temporary file, a spool); :func:`verify_mapping` returns the verdict, and the exporter releases the output only
+temporary file, a spool); ``verify_run(root, mapper=...)`` returns the verdict, and the exporter releases the output only
 when the verdict is one it accepts (``intact``; ``unsealed`` where the command allows it). So every exporter's rule
 "only a verified run is exported" (AEP-1, IN-11, OT-8 and their kin) holds while the run is read once:
 
@@ -23,14 +23,11 @@ knows where its numbering starts.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef import verifier
-from aefgate.formats.aef.verifier import Verification
 
-__all__ = ["LineMapper", "MappingError", "verify_mapping"]
+__all__ = ["LineMapper", "MappingError"]
 
 
 class MappingError(RuntimeError):
@@ -129,29 +126,3 @@ class LineMapper:
         """Keep the first refusal (or :class:`MappingError`); nothing more is put."""
         if self.failure is None:
             self.failure = e
-
-
-def verify_mapping(root: str | Path, mapper: LineMapper, *, policy: Any = None,
-                   withheld_ok: Iterable[str] = ()) -> Verification:
-    """Verify the run at ``root`` (as :func:`aefgate.formats.aef.trust.verify_run`, under ``policy`` when given)
-    while ``mapper`` converts it. The caller releases the mapper's output only for a verdict it accepts and when
-    ``mapper.failure`` is None (``converters.common.verified_pass``; the AEP exporter's ``_verified``)."""
-    withheld = set(withheld_ok)
-    if policy is not None:
-        root_p = Path(root)
-        if root_p.is_symlink() or not root_p.is_dir():
-            raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(root))
-        from aefgate.formats.aef.overlays import authorized_redactions
-        from aefgate.formats.aef.signatures import TrustPolicy, attestation_signed_by
-
-        if not isinstance(policy, TrustPolicy):
-            policy = TrustPolicy.load(policy)
-        withheld |= set(authorized_redactions(root_p, policy))
-    token = verifier._MAPPER.set(mapper)
-    try:
-        v = verifier.verify_run(root, withheld_ok=withheld)
-    finally:
-        verifier._MAPPER.reset(token)
-    if policy is not None:
-        v.signed_by = attestation_signed_by(Path(root), policy) if v.outcome == "intact" else []
-    return v

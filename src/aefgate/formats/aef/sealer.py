@@ -93,7 +93,7 @@ class SealCheck:
 def check_seal(run_dir: str | Path, *, withheld_ok: set[str] | frozenset[str] = frozenset()) -> SealCheck:
     """The §9.3 ``seal`` operation: the manifest of the files present, its run hash, and the [SEAL-6] problems.
     ``withheld_ok``: blob paths an authorized redaction withholds ([OVL-10]: ``withheld``, not ``missing``)."""
-    from aefgate.formats.aef.verifier import problem_sort_key
+    from aefgate.formats.aef.problems import problem_sort_key
 
     root = Path(run_dir)
     if not root.is_dir():

@@ -30,14 +30,6 @@ def parse_time(text: str) -> tuple[int, int]:
     return secs, nanos
 
 
-def is_time(text: str) -> bool:
-    try:
-        parse_time(text)
-    except ValueError:
-        return False
-    return True
-
-
 def format_time(dt: _dt.datetime) -> str:
     """An aware or naive-UTC datetime as an [ENC-8] string (microseconds when present)."""
     if dt.tzinfo is not None:

@@ -11,10 +11,10 @@
 Problems are ``(path, code)`` pairs ordered as §3.9 says (:func:`problem_sort_key`): by the UTF-8 bytes of the path,
 except that ``<file>:<line>`` paths of the run's NDJSON files order by line number; then by code.
 
-Layering: this module reads a seal with ``seal.py`` (the manifest, ``seal.json`` read and checked), a layer below;
-above it, and never imported here: the sealer (``sealer.seal_run`` seals only a run that verifies), the overlays
-(``overlays.decide`` appends only to an intact run) and ``trust.verify_run`` (this verification under a trust
-policy: the blobs the overlays' authorized redactions withhold, and who signed the attestation).
+Layering: this module reads a seal with ``seal.py`` (the manifest, ``seal.json`` read and checked) and the overlay
+chain with ``overlays.py`` (under a trust policy: the blobs its authorized redactions withhold), layers below, and
+checks signatures with ``signatures.py``; above it: the sealer (``sealer.seal_run`` seals only a run that verifies)
+and ``decisions.decide``, which appends only to an intact run.
 
 Memory: ``results.ndjson`` is streamed. What is kept per line is what the rules across files need (a 16-byte key of
 its resultId, its case and path as indexes into interned tables, its trial, its parent's key, a few flags), in
@@ -42,24 +42,18 @@ from aefgate import progress
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio, runfs, spill
 from aefgate.formats.aef.jsonio import JsonProblem
+from aefgate.formats.aef.overlays import authorized_redactions
 from aefgate.formats.aef.paths import path_bytes, path_problems
+from aefgate.formats.aef.problems import order_problems
 from aefgate.formats.aef.resultid import result_id
 from aefgate.formats.aef.resultline import reader_valid
 from aefgate.formats.aef.schema import validator
 from aefgate.formats.aef.seal import Manifest, read_seal_lean, seal_problems
+from aefgate.formats.aef.signatures import TrustPolicy, attestation_signed_by
 from aefgate.formats.aef.summary import LEFT_OUT, EntryAccumulator, _scaled, exactly_matches, measure, value_matches
 from aefgate.formats.aef.times import parse_time
 from aefgate.formats.aef.vocab import CONTENT_KINDS, SEC6_ATTRIBUTES
 
-LINE_FILES = (
-    "results.ndjson",
-    "evidence.ndjson",
-    "gates.ndjson",
-    "traces.otlp.jsonl",
-    "logs.otlp.jsonl",
-    "overlays/events.ndjson",
-)
-_LINE_FILES = frozenset(LINE_FILES)
 BLOCKING = frozenset({"encoding", "limit", "schema"})
 CLOSED = ("completed", "aborted")
 # timestamp fields per document ([ENC-8]: a pattern cannot refuse 2026-02-31)
@@ -81,19 +75,6 @@ _F_READ = 8
 _NONE = 0  # a root
 _FORWARD = -1  # named before it was seen (resolved at the end)
 _MISSING = -2  # no line of the run
-
-
-def problem_sort_key(problem: tuple[str, str]) -> tuple[bytes, int, bytes]:
-    """§3.9 order: path bytes (line paths of the run's NDJSON files by line number), then code bytes."""
-    path, code = problem
-    i = path.rfind(":")
-    if i > 0 and path[i + 1 :].isdigit() and path[:i] in _LINE_FILES:
-        return (path[: i + 1].encode("utf-8"), int(path[i + 1 :]), code.encode("utf-8"))
-    return (path.encode("utf-8"), -1, code.encode("utf-8"))
-
-
-def order_problems(problems: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    return sorted(set(problems), key=problem_sort_key)
 
 
 @dataclass
@@ -158,9 +139,11 @@ def _attr_keys(attrs: Any) -> Iterable[str]:
 
 class _RunVerifier:
     def __init__(
-        self, root: Path, withheld_ok: frozenset[str] = frozenset(), written: runfs.Written | None = None
+        self, root: Path, withheld_ok: frozenset[str] = frozenset(), written: runfs.Written | None = None,
+        mapper: Any = None,
     ):
         self.root = root
+        self.the_mapper = mapper  # the one pass's mapper (onepass.LineMapper), or None: only checking
         self.problems: set[tuple[str, str]] = set()
         self.cross: set[tuple[str, str]] = set()  # rules across files: reported only when nothing blocks
         self.blocking = False
@@ -382,7 +365,7 @@ class _RunVerifier:
         verification read (the bytes it hashes), before the result lines. No mapping when run.json does not read
         (the run is invalid: nothing derived from it is ever released); a refusal of the mapper's is kept for
         after the verdict, which comes first."""
-        m = _MAPPER.get()
+        m = self.the_mapper
         self.mapper = None
         if m is None or run is None:
             return
@@ -1454,8 +1437,6 @@ _F_CHILD = 16  # on the spilled path: the line names a parent
 
 
 _ONE_PROCESS = contextvars.ContextVar("aefgate_verify_one_process", default=False)
-# the one pass's mapper (aefgate.formats.aef.onepass): set by onepass.verify_mapping around a verification
-_MAPPER: contextvars.ContextVar = contextvars.ContextVar("aefgate_verify_mapper", default=None)
 
 
 @contextlib.contextmanager
@@ -1914,16 +1895,23 @@ def _key(rid: str) -> bytes | None:
 def verify_run(
     run_dir: str | Path,
     *,
+    policy: Any = None,
     anchors: Iterable[str] | None = None,
+    mapper: Any = None,
     withheld_ok: Iterable[str] = (),
     written: runfs.Written | None = None,
 ) -> Verification:
-    """Verify a run folder (§3.9, §4.1, §4.5).
+    """Verify a run folder (§3.9, §4.1, §4.5): aefgate's one verification, every caller's.
 
-    ``anchors``: trusted run hashes (hex): sets ``anchored``. ``withheld_ok``: blob paths withheld by authorized
-    redactions ([OVL-10]: ``withheld``, not ``missing``), which the overlays compute
-    (``overlays.authorized_redactions``). Under a trust policy (authorized redactions and ``signed_by``, [SIG-7]):
-    ``trust.verify_run``, a layer above this one and the overlays'; here ``signed_by`` is None (not checked).
+    ``policy``: a trust policy ([SIG-4]; a ``signatures.TrustPolicy`` or the path of one): blobs withheld by the
+    redactions it authorizes ([OVL-10], read from the overlay chain) are ``withheld``, not ``missing``, and
+    ``signed_by`` lists the identities ``attestation.dsse.json`` verifies for, for an intact run ([SIG-7]; None
+    without a policy: not checked). ``anchors``: trusted run hashes (hex): sets ``anchored``. ``withheld_ok``: blob
+    paths withheld by authorized redactions, when the caller computed them already.
+
+    ``mapper``: the one pass (:mod:`aefgate.formats.aef.onepass`): a ``LineMapper`` an exporter supplies, handed the
+    run header and every line as this verification checks it; the caller releases the mapper's output only for a
+    verdict it accepts and when ``mapper.failure`` is None (``converters.verified.verified``).
 
     ``written``: only for the writer of ``run_dir`` (the RunBuilder, sealing its own private temporary folder): the
     files it created with the digests of the bytes it wrote (:class:`runfs.Written`, used once). Then the folder is
@@ -1936,10 +1924,14 @@ def verify_run(
     if root.is_symlink() or not root.is_dir():
         raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(run_dir))
     withheld = set(withheld_ok)
+    if policy is not None:
+        if not isinstance(policy, TrustPolicy):
+            policy = TrustPolicy.load(policy)
+        withheld |= authorized_redactions(root, policy)
     enabled = gc.isenabled()
     gc.disable()  # no cycles are made; the collector would only rescan the bookkeeping (about 20 % of the time)
     try:
-        rv = _RunVerifier(root, frozenset(withheld), written)
+        rv = _RunVerifier(root, frozenset(withheld), written, mapper)
         try:
             v = rv.verify()
         finally:
@@ -1950,4 +1942,6 @@ def verify_run(
     if anchors is not None:
         hashes = set(anchors)
         v.anchored = v.outcome == "intact" and v.run_hash in hashes
+    if policy is not None:
+        v.signed_by = attestation_signed_by(root, policy) if v.outcome == "intact" else []
     return v

@@ -22,3 +22,5 @@ SEC6_ATTRIBUTES = frozenset(
         "gen_ai.completion",
     }
 )
+#: [RES-8]: how a case run in trials rolls its trials up
+TRIAL_AGGREGATIONS = ("MajorityVote", "AllPass", "AnyPass", "Mean", "Median", "Max", "PassAtK", "AtLeast")
