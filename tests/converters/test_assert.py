@@ -224,8 +224,17 @@ def test_content_on_keeps_seeds_transcripts_tool_calls_and_reasoning(runs):
     first = lines[("prompt:test_case_000001", ROOT)]
     assert [evidence[e]["kind"] for e in first["evidence"]] == ["input", "transcript", "tool_call", "judge_reasoning"]
     assert first["reasoning"]["blob"] == evidence["E-1-judge"]["link"]["blob"]
-    assert first["ext"] == {"aefgate.assert-ai": {"dimensions": {"behavior": "billing_account_safety"},
-                                                  "stopReason": "completed", "llmCalls": 0, "judgeStatus": "ok"}}
+    # the score row and the test-set row whole, as read from the source files (their members but the case key, the
+    # verdict, which is the judge blob, and the seed's description, which is the input blob)
+    source_score = json.loads((BILLING / "run-1" / "scores.jsonl").read_bytes().split(b"\n")[0])
+    source_test = json.loads((BILLING / "test_set.jsonl").read_bytes().split(b"\n")[0])
+    ext = first["ext"]["aefgate.assert-ai"]
+    assert {k: ext[k] for k in ("dimensions", "stopReason", "llmCalls", "judgeStatus")} == {
+        "dimensions": {"behavior": "billing_account_safety"}, "stopReason": "completed", "llmCalls": 0,
+        "judgeStatus": "ok"}
+    assert ext["verdictDimensions"] == source_score["verdict"]["dimensions"]
+    assert ext["scoreRow"] == {k: v for k, v in source_score.items() if k not in ("type", "test_case_id", "verdict")}
+    assert ext["testCase"]["seed"] == {k: v for k, v in source_test["seed"].items() if k != "description"}
 
     def blob(eid: str) -> bytes:
         hexd = evidence[eid]["link"]["blob"].split(":")[1]
@@ -239,7 +248,7 @@ def test_content_on_keeps_seeds_transcripts_tool_calls_and_reasoning(runs):
                                               "tool_args": {"account": "ACCT-9999"},
                                               "tool_result": "{\"status\": \"updated\"}"}
     judged = json.loads(blob("E-1-judge"))
-    assert set(judged) == {"node_judgments", "dimension_justifications", "citations", "narrative"}
+    assert judged == source_score["verdict"]  # the whole verdict, every member
     # the case with no transcript and no score row still has its seed; the failed judge has no reasoning
     assert [evidence[e]["kind"] for e in lines[("prompt:test_case_000005", ROOT)]["evidence"]] == ["input"]
     assert "reasoning" not in lines[("prompt:test_case_000006", ROOT)]
@@ -365,7 +374,8 @@ def test_hand_built_run_headline_and_header(runs):
      "ASSERT's manifest says the run failed (stages: inference completed, judge failed).", set()),
     ({"status": "cancelled", "started_at": "2026-11-01T10:00:00+00:00", "ended_at": "2026-11-01T10:05:00+00:00"},
      "aborted", "ASSERT's manifest says 'cancelled', which assert-ai 0.3 does not write.", {"status"}),
-    (None, "aborted", "ASSERT wrote no manifest.json: the run is not known to have finished.",
+    (None, "aborted", "ASSERT wrote no manifest.json: the run is not known to have finished. Its times are unknown: "
+                      "ASSERT recorded none, so run.json gives the import's time.",
      {"status", "startedAt", "endedAt"}),
     ({"status": "running", "started_at": "2026-11-01T10:00:00+00:00", "stages": {"inference": "running"}},
      "running", None, set()),
@@ -472,8 +482,12 @@ def test_judge_only_export_reads_back_through_the_assert_reader(runs, tmp_path: 
     originals = {(x["type"], x["test_case_id"]): x for _, _, _, x in iter_jsonl(BILLING / "run-1" /
                                                                                 "inference_set.jsonl")}
     back = {}
-    for pos, (_n, _o, _raw, row) in enumerate(iter_jsonl(r.inference_set), 1):
-        assert row["test_case_id"] == f"test_case_{pos:06d}"
+    # numbered by position across the kit: test_case_000005 never ran, so its test-set row travels alone (position
+    # 5), as in ASSERT's run, and the conversation of test_case_000006 is at position 6
+    positions = [t["test_case_id"] for _, _, _, t in iter_jsonl(r.test_set)]
+    assert positions == [f"test_case_{pos:06d}" for pos in range(1, 7)]
+    assert r.case_map.cases[("prompt", "test_case_000005")] == "prompt:test_case_000005"
+    for _n, _o, _raw, row in iter_jsonl(r.inference_set):
         case_id = r.case_map.cases[(row["type"], row["test_case_id"])]
         back[case_id] = row
     assert list(back) == ["prompt:test_case_000001", "prompt:test_case_000002", "prompt:test_case_000003",
@@ -484,11 +498,20 @@ def test_judge_only_export_reads_back_through_the_assert_reader(runs, tmp_path: 
         assert {k: v for k, v in row.items() if k != "test_case_id"} == \
             {k: v for k, v in orig.items() if k != "test_case_id"}
     assert r.taxonomy_bytes == (BILLING / "taxonomy.json").read_bytes()
-    # and imported again, through the case map: the same case ids, every case not judged yet
+    # the score rows the import kept come back whole (renumbered as the kit numbers them): ASSERT's judge skips a
+    # row it has scored, and its readers see the same verdicts
+    source_scores = {(x["type"], x["test_case_id"]): x for _, _, _, x in iter_jsonl(BILLING / "run-1" /
+                                                                                     "scores.jsonl")}
+    for _n, _o, _raw, row in iter_jsonl(r.scores):
+        kind, tcid = r.case_map.cases[(row["type"], row["test_case_id"])].split(":")
+        assert {k: v for k, v in row.items() if k != "test_case_id"} == \
+            {k: v for k, v in source_scores[(kind, tcid)].items() if k != "test_case_id"}
+    # and imported again, through the case map: the same case ids, each case's lines in the original's states
     again = from_assert(kit / "results" / "billing-safety" / "judge-1", tmp_path / "again", content_capture="on")
     lines = _lines(again.path / "results.ndjson")
-    assert [x["caseId"] for x in lines if x["path"] == ROOT] == list(back)
-    assert {x["state"] for x in lines} == {"skipped"}
+    assert [x["caseId"] for x in lines if x["path"] == ROOT] == [f"prompt:test_case_{i:06d}" for i in range(1, 7)]
+    original = {(x["caseId"], x["path"]): x["state"] for x in _lines(runs["on"] / "results.ndjson")}
+    assert {(x["caseId"], x["path"]): x["state"] for x in lines} == original
     run = jsonio.read_json(again.path / "run.json")
     assert run["execution"] == {"targetMode": "replayed", "stimulus": "external"}
     assert verify_run(again.path).outcome == "intact"
@@ -509,8 +532,8 @@ def test_verdicts_on_the_kit_come_back_under_the_exported_case_ids(runs, tmp_pat
                                                        "stages": {"judge": "completed"}}))
     back = from_assert(run_dir, tmp_path / "back", at="2026-10-11T00:00:00Z")
     states = {(x["caseId"], x["path"]): x["state"] for x in _lines(back.path / "results.ndjson")}
-    original = {(x["caseId"], x["path"]): x["state"] for x in _lines(runs["page"] / "results.ndjson")
-                if x["caseId"] != "prompt:test_case_000005"}  # no conversation: not exported
+    # test_case_000005 has no conversation: its test-set row alone travels, and it comes back skipped, as it was
+    original = {(x["caseId"], x["path"]): x["state"] for x in _lines(runs["page"] / "results.ndjson")}
     assert states == original
     run = jsonio.read_json(back.path / "run.json")
     assert run["execution"] == {"targetMode": "replayed", "stimulus": "external"} and run["status"] == "completed"
@@ -595,7 +618,9 @@ def test_round_trip_keeps_case_ids_and_declares_every_loss(runs):
         kept = set(report.kept)
         assert {"results:caseId", "results:resultId", "results:path", "run.json:runId",
                 "run.json:subject.ref"} <= kept, name
-        assert {"results:state", "file:summary.json"} <= {f for f, _ in report.lost}
+        # a run imported with its content comes back with its verdicts (the score rows travel in the kit)
+        if name == "on":
+            assert "results:state" in kept, name
 
 
 def test_round_trip_of_a_run_from_another_tool():
@@ -614,8 +639,10 @@ def test_source_round_trip_keeps_every_conversation():
             "samples:conversation.stop_reason", "samples:conversation.tester_model", "samples:conversation.target",
             "samples:test_case.seed.description", "samples:test_case.dimensions.behavior"} <= kept
     assert not [f for f in report.fields if f.startswith("samples:conversation.") and f not in kept]
-    lost = {f for f, _ in report.lost}
-    assert {"samples:test_case.seed.title", "samples:verdict.verdict.node_judgments"} <= lost
+    # the seed's title and system prompt and the score row come back whole: nothing is lost
+    assert {"samples:test_case.seed.title", "samples:verdict.verdict.node_judgments", "samples:verdict.judge_status",
+            "samples:verdict.verdict.justification"} <= kept
+    assert report.lost == [] or not [f for f, _ in report.lost if f.startswith("samples:")], report.lost
 
 
 def test_the_pages_lists_are_the_declared_losses():

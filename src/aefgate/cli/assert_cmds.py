@@ -45,6 +45,10 @@ def import_assert(
                                                   "the summary entry's rule (harm <= X) and verdict."),
     max_over_refusal_rate: Optional[float] = typer.Option(None, "--max-over-refusal-rate", help="A gate limit on "
                                                           "the over-refusal rate (over_refusal <= Y)."),
+    accept_changed_suite: bool = typer.Option(False, "--accept-changed-suite", help="Import a run whose "
+                                              "taxonomy.json or test_set.jsonl changed (or is missing) since it ran, "
+                                              "as ASSERT reads it: against the present files, the recorded and "
+                                              "present hashes noted in the run (ASSERT-5 without it)."),
     at: Optional[str] = typer.Option(None, "--at", help="The seal's sealedAt, RFC 3339 UTC (default: now)."),
     key: Optional[Path] = typer.Option(None, "--key", help="Sign the seal with this PKCS#8 PEM private key."),
     as_json: bool = JSON_OPT,
@@ -64,7 +68,7 @@ def import_assert(
     done = from_assert(src, out, suite=suite, run=run, run_id=run_id, source=from_tool, subject=subject,
                        subject_kind=subject_kind, target_mode=target_mode, content_capture=content_capture, at=at,
                        key=signing_key, wilson_ci=wilson, max_harm_rate=max_harm_rate,
-                       max_over_refusal_rate=max_over_refusal_rate)
+                       max_over_refusal_rate=max_over_refusal_rate, accept_changed_suite=accept_changed_suite)
     rates: dict[str, dict] = {}
     summary = done.path / "summary.json"
     if summary.is_file():

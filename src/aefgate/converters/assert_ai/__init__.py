@@ -49,6 +49,7 @@ def _import(src: Any, dst: Any, **options: Any) -> Any:
     if "from" in options:
         options["source"] = options.pop("from")
     options["wilson_ci"] = bool(options.pop("wilson", False))
+    options["accept_changed_suite"] = bool(options.pop("accept_changed_suite", False))
     suite, run = options.pop("suite", None), options.pop("run", None)
     src = run_folder(src) if suite is None else src
     return from_assert(src, dst, suite=suite, run=run, **{k: v for k, v in options.items() if v is not None})
@@ -108,7 +109,8 @@ def records(path: Path) -> Iterator[tuple[str, str, Any]]:
     from aefgate.formats.assert_ai.model import case_key
     from aefgate.formats.assert_ai.reader import open_run
 
-    r = open_run(run_folder(path))
+    # the files as they are: whether a changed suite may be imported is the import's to decide (ASSERT-5)
+    r = open_run(run_folder(path), accept_changed_suite=True)
     names = r.case_map.cases if r.case_map is not None else {}
     cases: dict[str, dict[str, Any]] = {}
     for part, p in (("test_case", r.test_set), ("conversation", r.inference_set), ("verdict", r.scores)):
@@ -141,6 +143,10 @@ CONVERTERS = [
             Option("wilson", "add the 95% Wilson interval to each summary entry", bool, False),
             Option("max_harm_rate", "a gate limit on the harm rate: the entry's rule and verdict", float, None),
             Option("max_over_refusal_rate", "a gate limit on the over-refusal rate", float, None),
+            Option("accept_changed_suite", "import a run whose taxonomy.json or test_set.jsonl changed (or went "
+                                           "missing) since it ran, against the present files as ASSERT reads it; "
+                                           "the recorded and present hashes are noted (ASSERT-5 otherwise)", bool,
+                   False),
         ],
         losses=LOSSES_FROM_ASSERT,
         description="an ASSERT (assert-ai 0.3) run results/<suite>/<run>/ into an imported AEF run, sealed ingest: "

@@ -266,7 +266,7 @@ def _evidence(root: Path) -> dict[str, tuple[str, str]]:
         return out
     for _n, rec in jsonio.iter_ndjson(p):
         link = rec.get("link") or {}
-        if rec.get("kind") in CONVERSATION_KINDS and isinstance(link.get("blob"), str):
+        if rec.get("kind") in (*CONVERSATION_KINDS, "judge_reasoning") and isinstance(link.get("blob"), str):
             out[rec["evidenceId"]] = (rec["kind"], link["blob"].split(":", 1)[1])
     return out
 
@@ -316,6 +316,14 @@ def _conversations(root: Path, lines: list[tuple[int, dict]], target: str, behav
                 events.append(_event("assistant", value))
         else:
             counts["notExported"] += 1
+            ext = cases.ext.get(case_id) or {}
+            if isinstance(ext.get("testCase"), dict):
+                # a case of ASSERT's test set that never ran (no transcript): its test-set row travels alone, as in
+                # ASSERT's own run (a test set larger than its inference set); ASSERT's judge has nothing to grade
+                prefix = case_id.split(":", 1)[0]
+                yield KitCase(case_id, None, _seed_of(seed_blob, []),
+                              dims if isinstance(dims, dict) else {"behavior": behavior},
+                              test_case=ext["testCase"], kind=prefix if prefix in ("prompt", "scenario") else "prompt")
             continue
         if row is None:
             row = {"type": "prompt", "behavior": behavior, "events": events, "llm_calls": [],
@@ -324,8 +332,18 @@ def _conversations(root: Path, lines: list[tuple[int, dict]], target: str, behav
             if isinstance(dims, dict):
                 row["dimensions"] = dims
         counts["cases"] += 1
+        ext = cases.ext.get(case_id) or {}
+        test_case = ext.get("testCase") if isinstance(ext.get("testCase"), dict) else None
+        score_row = None
+        if isinstance(ext.get("scoreRow"), dict) and by_kind.get("judge_reasoning") and kind == "row":
+            # a case imported from ASSERT with its score row kept (--content-capture on): the row comes back whole,
+            # its verdict from the judge_reasoning blob (ASSERT's judge then skips it, as it skips a row it scored)
+            verdict = _json(blob(by_kind["judge_reasoning"][0]))
+            if isinstance(verdict, dict):
+                score_row = {"type": row.get("type", "prompt"), **ext["scoreRow"], "verdict": verdict}
         yield KitCase(case_id, row, _seed_of(seed_blob, events),
-                      dims if isinstance(dims, dict) else {"behavior": row.get("behavior", behavior)})
+                      dims if isinstance(dims, dict) else {"behavior": row.get("behavior", behavior)},
+                      test_case=test_case, score_row=score_row)
 
 
 def to_assert(

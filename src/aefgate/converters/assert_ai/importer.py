@@ -17,9 +17,15 @@ score row and transcript again by offset. Memory holds one case.
 Content (``--content-capture``): not given, the page's worked example: ``contentCapture: on``, the judge's
 justification in ``reason``, no blob and no ``ext`` on the lines. ``on``: also the seed (evidence ``input``), the
 transcript (the whole ``inference_set.jsonl`` row, ``transcript``), each tool call (``tool_call``) and the judge's
-reasoning (``judge_reasoning`` and the root's ``reasoning``) as blobs, and the root's ``ext`` (stratification levels,
-stop reason, number of model calls, ASSERT's ``judge_status``). ``off``: ``contentCapture: off``, no blob, no
-justification; the root's ``ext`` is kept (it holds no content).
+whole verdict (``judge_reasoning`` and the root's ``reasoning``) as blobs, and the root's ``ext`` (stratification
+levels, stop reason, number of model calls, ASSERT's ``judge_status``, the verdict's dimensions, the rest of the
+score row and of the test-set row: nothing of ASSERT's rows is dropped). ``off``: ``contentCapture: off``, no blob,
+no justification; the root's ``ext`` is kept without the rows' rest (it holds no content).
+
+Suite files changed since the run (ASSERT-5) import with ``accept_changed_suite``, against the present files as
+ASSERT reads them, the hashes recorded; files the manifest says were written and are absent are noted (an absent
+``scores.jsonl`` makes the run ``aborted``); times ASSERT did not record are the import's (``at``), said so, never
+the files' modification times (docs/mappings/assert.md).
 """
 
 from __future__ import annotations
@@ -275,17 +281,33 @@ def _time(value: Any, where: str) -> str | None:
     return utc
 
 
-def _mtime(*paths: Path | None) -> str:
-    import datetime as dt
+def _missing_files(r: AssertRun) -> list[tuple[str, str]]:
+    """The run files ASSERT's manifest says were written (a stage it records as completed) that are absent."""
+    stages = (r.manifest or {}).get("stages")
+    if not isinstance(stages, dict):
+        return []
+    out = []
+    for stage, name, present in (("inference", "inference_set.jsonl", r.inference_set),
+                                 ("judge", "scores.jsonl", r.scores)):
+        if stages.get(stage) == "completed" and present is None:
+            out.append((name, f"ASSERT's manifest.json says the {stage} stage completed"))
+    return out
 
-    from aefgate.formats.aef.times import format_time
 
-    latest = max((p.stat().st_mtime for p in paths if p is not None and p.exists()), default=None)
-    if latest is None:
-        from aefgate.formats.aef.times import now
-
-        return now()
-    return format_time(dt.datetime.fromtimestamp(latest, dt.timezone.utc))
+def _rates_rest_on(r: AssertRun) -> dict:
+    """Which taxonomy the summary's rates rest on: the file read, its sha256, and whether the run's manifest
+    recorded another (accept_changed_suite)."""
+    out: dict[str, Any] = {"file": "taxonomy.json" if r.taxonomy_path is None else
+                           os.path.relpath(r.taxonomy_path, r.suite_dir).replace(os.sep, "/")}
+    if r.taxonomy_bytes is None:
+        out["sha256"] = None
+    else:
+        out["sha256"] = hashlib.sha256(r.taxonomy_bytes).hexdigest()
+    changed = next((c for c in r.changed if c["file"] == "taxonomy.json"), None)
+    if changed is not None:
+        out["recordedSha256"] = changed["recorded"]
+        out["changedSinceRun"] = True
+    return out
 
 
 @dataclass
@@ -428,6 +450,7 @@ def from_assert(
     wilson_ci: bool = False,
     max_harm_rate: float | None = None,
     max_over_refusal_rate: float | None = None,
+    accept_changed_suite: bool = False,
 ) -> Imported:
     """Import the ASSERT run at ``src`` (``RESULTS_DIR/SUITE/RUN``; or a results root with ``suite`` and ``run``) as
     one AEF run at ``out_dir`` (absent or empty), sealed ``ingest`` at ``at`` (default now) and signed with ``key``
@@ -442,8 +465,11 @@ def from_assert(
     _check_options(run_id=run_id, source=source, subject=subject, subject_kind=subject_kind, target_mode=target_mode,
                    content_capture=content_capture, at=at, max_harm_rate=max_harm_rate,
                    max_over_refusal_rate=max_over_refusal_rate)
+    if not isinstance(accept_changed_suite, bool):
+        raise Refusal("CLI-2", f"option 'accept_changed_suite' is true or false, not {accept_changed_suite!r}",
+                      "option 'accept_changed_suite'")
     signing_key = signing_key_of(key)  # before anything is read or written
-    r = open_run(src, suite=suite, run=run)
+    r = open_run(src, suite=suite, run=run, accept_changed_suite=accept_changed_suite)
     out = Path(os.path.abspath(out_dir))
     check_destination(out, inputs=(r.suite_dir,))
     notes: list[str] = []
@@ -456,13 +482,23 @@ def from_assert(
         notes.append("no taxonomy.json: harm and over-refusal cannot be told apart, so no rate is measured")
     elif not taxonomy:
         notes.append("the taxonomy has no behavior category: no rate is measured")
+    for c in r.changed:  # accept_changed_suite (ASSERT-5 otherwise)
+        notes.append(f"{c['file']} changed since the run (option 'accept_changed_suite'): ASSERT's manifest.json "
+                     f"records sha256 {c['recorded']} (artifact_versions.{c['stage']}), the suite holds "
+                     + (f"sha256 {c['present']}" if c["present"] else "none")
+                     + (": the rates are computed against the present taxonomy, as ASSERT computes them"
+                        if c["file"] == "taxonomy.json" else ": the cases are read from the present test set"))
+    missing = _missing_files(r)
+    for name, why in missing:
+        notes.append(f"{name} is absent, though {why}")
 
     facts = _Facts()
     scores_idx, inference_idx, test_idx = _Index(), _Index(), _Index()
     try:
         _first_passes(r, taxonomy, facts, scores_idx, inference_idx, test_idx)
+        when = at or now()
         header, asserted, status, abort_reason, ended = _header(r, facts, notes, rid, subject, subject_kind,
-                                                                target_mode, content_capture)
+                                                                target_mode, content_capture, when, missing)
         metrics = [
             {"id": HARM, "kind": "score", "direction": "lower_better", "scale": {"min": 0, "max": 1},
              "description": "1 when ASSERT's judge found a non-permissible category violated (harm), 0 when one was "
@@ -472,7 +508,6 @@ def from_assert(
                             "help), 0 when one was relevant and none was violated."},
             *({k: v for k, v in d.items() if not k.startswith("_")} for d in facts.dims.values()),
         ]
-        when = at or now()
         sealed_at = at or (ended if ended is not None and parse_time(ended) > parse_time(when) else when)
         try:
             with RunBuilder(out, header, metrics=metrics, imported_from=source or FROM, asserted=asserted) as b:
@@ -482,10 +517,12 @@ def from_assert(
                     for _ in _write_cases(writer, r, scores_idx, inference_idx, test_idx):
                         bar.advance()
                 # per lane (prompt first, as ASSERT reports them; a lane without cases has no entry), never pooled
-                request = {"lanes": [{"lane": lane, "metrics": [
+                request: dict[str, Any] = {"lanes": [{"lane": lane, "metrics": [
                     _entry(facts, lane, HARM, HARM_PATH, max_harm_rate, wilson_ci),
                     _entry(facts, lane, OVER_REFUSAL, OVER_REFUSAL_PATH, max_over_refusal_rate, wilson_ci)]}
                     for lane in ("prompt", "scenario") if lane in facts.lanes]}
+                if any(c["file"] == "taxonomy.json" for c in r.changed):
+                    request["ext"] = {EXT_NAME: {"ratesRestOn": _rates_rest_on(r)}}
                 with in_one_process():
                     if status == "running":
                         built = b.finish_running()
@@ -568,7 +605,7 @@ def _entry(facts: _Facts, lane: str, metric: str, path: str, limit: float | None
 
 
 def _header(r: AssertRun, facts: _Facts, notes: list[str], rid: str, subject: str | None, subject_kind: str | None,
-            target_mode: str | None, content_capture: str | None):
+            target_mode: str | None, content_capture: str | None, when: str, missing: list[tuple[str, str]]):
     asserted: list[str] = []
     # the subject and where it was reached (RUN-6)
     targets = list(facts.targets)
@@ -663,16 +700,32 @@ def _header(r: AssertRun, facts: _Facts, notes: list[str], rid: str, subject: st
                             + (f" (stages: {staged})" if staged else "") + ".")
             asserted.append("status")
             notes.append(f"manifest status {ms!r}: the run is written as aborted")
+    if missing and any(name == "scores.jsonl" for name, _why in missing) and status == "completed":
+        status = "aborted"
+        abort_reason = ("ASSERT's manifest says the run completed, but " + "; ".join(
+            f"{name} is absent ({why})" for name, why in missing) + ": its verdicts are not there to import.")
+        asserted.append("status")
     started = _time((m or {}).get("started_at"), where + "/started_at")
     ended = _time((m or {}).get("ended_at"), where + "/ended_at") if status != "running" else None
+    # never the files' modification times (a copy would change the run): ASSERT's rows carry no time, so a time
+    # the manifest does not give is unknown, and the run says so; the value written is the import's (`at`)
+    unknown = []
     if ended is None and status != "running":
-        ended = _mtime(r.scores, r.inference_set, r.file("manifest.json"))
+        ended = when
         asserted.append("endedAt")
-        notes.append("manifest.json gives no ended_at: endedAt is when the run's files were last written")
+        unknown.append("ended_at")
     if started is None:
-        started = ended if ended is not None else _mtime(r.scores, r.inference_set, r.file("manifest.json"))
+        started = ended if ended is not None else when
         asserted.append("startedAt")
-        notes.append("manifest.json gives no started_at: startedAt is the converter's")
+        unknown.append("started_at")
+    if unknown:
+        what = ("ASSERT wrote no manifest.json" if m is None else
+                "manifest.json gives no " + " and no ".join(unknown))
+        notes.append(f"{what}, and ASSERT's rows carry no times: the run's times are unknown; "
+                     f"{' and '.join('startedAt' if u == 'started_at' else 'endedAt' for u in unknown)} "
+                     "are the import's time (option 'at'), never the files' modification times")
+        if status == "aborted" and abort_reason is not None:
+            abort_reason += " Its times are unknown: ASSERT recorded none, so run.json gives the import's time."
     from aefgate.formats.aef.times import parse_time
 
     if ended is not None and parse_time(ended) < parse_time(started):
@@ -681,6 +734,15 @@ def _header(r: AssertRun, facts: _Facts, notes: list[str], rid: str, subject: st
             asserted.append("endedAt")
         notes.append("ASSERT's run ends before it starts: endedAt is its start")
     header["startedAt"] = started
+    if r.changed:
+        header["ext"] = {EXT_NAME: {"changedSuite": [{k: c[k] for k in ("file", "stage", "recorded", "present")}
+                                                     for c in r.changed]}}
+        files = {c["file"] for c in r.changed}
+        # the present file's digest stands where the run's file was: the converter's claim (RUN-15)
+        if "test_set.jsonl" in files and "suite" in header:
+            asserted.append("suite.digest")
+        if "taxonomy.json" in files:
+            asserted += [f"judges[{i}].rubricDigest" for i, j in enumerate(judges[:16]) if "rubricDigest" in j]
     if abort_reason is not None:
         abort_reason = abort_reason[:2048]
     header["contentCapture"] = content_capture or "on"
@@ -784,8 +846,7 @@ class _CaseWriter:
         root["aggregation"] = agg
         root["children"] = kids
         if self.content:
-            evidence = self._evidence(i, test_row, transcript, row if (v is not None and v.status == "ok") else None,
-                                      root)
+            evidence = self._evidence(i, test_row, transcript, row, root, v is not None and v.status == "ok")
             if evidence:
                 root["evidence"] = evidence
         if self.line_ext:
@@ -801,6 +862,23 @@ class _CaseWriter:
                     ext["llmCalls"] = len(transcript[1]["llm_calls"])
             if row is not None and "judge_status" in row:
                 ext["judgeStatus"] = row["judge_status"]
+            verdict = row.get("verdict") if row is not None else None
+            if isinstance(verdict, dict) and isinstance(verdict.get("dimensions"), dict):
+                # every dimension value, also where the root may carry no score (a typed absence, RES-2): ASSERT's
+                # dimension rates count a judged row whose root is not_applicable (docs/mappings/assert.md)
+                ext["verdictDimensions"] = verdict["dimensions"]
+            if self.content:
+                # the rest of the score row and of the test-set row: nothing of ASSERT's is dropped (the verdict
+                # itself is the judge_reasoning blob, the inference row the transcript blob, the seed's
+                # description the input blob)
+                if row is not None:
+                    ext["scoreRow"] = {k: v for k, v in row.items() if k not in ("type", "test_case_id", "verdict")}
+                if isinstance(test_row, dict):
+                    rest = {k: v for k, v in test_row.items() if k not in ("type", "test_case_id", "dimensions")}
+                    seed = rest.get("seed")
+                    if isinstance(seed, dict) and isinstance(seed.get("description"), str) and seed["description"]:
+                        rest["seed"] = {k: v for k, v in seed.items() if k != "description"}
+                    ext["testCase"] = rest
             if ext:
                 root["ext"] = {EXT_NAME: ext}
         try:
@@ -814,7 +892,7 @@ class _CaseWriter:
                           exit_code=e.exit_code) from None
 
     def _evidence(self, i: int, test_row: dict | None, transcript: tuple[bytes, dict] | None, row: dict | None,
-                  root: dict) -> list[str]:
+                  root: dict, judged: bool) -> list[str]:
         b = self.b
         ids = []
         seed = (test_row or {}).get("seed")
@@ -836,15 +914,16 @@ class _CaseWriter:
                     ids.append(b.add_evidence(
                         "tool_call", content=json.dumps(edit, ensure_ascii=False, separators=(",", ":")),
                         evidence_id=f"E-{i}-tool-{k}", description=f"A tool call of the conversation: {name}."[:1024]))
-        if row is not None:
-            verdict = row["verdict"]
-            judged = {k: verdict[k] for k in ("node_judgments", "dimension_justifications", "citations", "narrative")
-                      if k in verdict}
-            data = json.dumps(judged, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        verdict = row.get("verdict") if row is not None else None
+        if isinstance(verdict, dict) and verdict:
+            # the whole verdict, every member as ASSERT wrote it (judgment_warnings, citation_warnings, a failed
+            # judge's error, ...); the root's reasoning only when the judge's verdict was usable
+            data = json.dumps(verdict, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
             ids.append(b.add_evidence("judge_reasoning", content=data, evidence_id=f"E-{i}-judge",
-                                      description="ASSERT's judge reasoning: its node judgments, dimension "
-                                                  "justifications, citations and narrative."))
-            root["reasoning"] = data
+                                      description="ASSERT's judge verdict (scores.jsonl verdict): its node "
+                                                  "judgments, justifications, citations, narrative and warnings."))
+            if judged:
+                root["reasoning"] = data
         return ids
 
 

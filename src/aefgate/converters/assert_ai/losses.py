@@ -3,7 +3,9 @@ page's words), then aefgate's own where the page's list is silent (docs/mappings
 
 A round trip keeps what the page says it can: the conversations (checked case by case in the source cycle,
 ``samples:conversation.*``) and the case ids (the case map: ``results:caseId``, and a case's lines at the same
-result ids when the run came from ASSERT). Everything else is declared here.
+result ids when the run came from ASSERT); and, for a run imported from ASSERT with ``content_capture`` on, each
+test-set row (the seed's title and system prompt) and each score row whole (``samples:test_case.*``,
+``samples:verdict.*``: the kit carries them back). Everything else is declared here.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ LOSSES_TO_ASSERT: tuple[Loss, ...] = (
     Loss("A taxonomy, which AEF does not have and ASSERT requires."),
     # aefgate's own (docs/mappings/assert.md)
     Loss("The run header ASSERT records nowhere in a judge-only run: until ASSERT's judge runs there is no "
-         "manifest.json, so the run comes back aborted, with its files' times; the producer's claims "
-         "(imported) and the producer (the converter, RUN-15); the stimulus (external); the suite's version and "
+         "manifest.json, so the run comes back aborted, its times unknown (the import's time, never the files'); "
+         "the producer's claims (imported) and the producer (the converter, RUN-15); the stimulus (external); the suite's version and "
          "digest (the digest of the test set written), its name (the kit's) and trials (one conversation per case); "
          "the subject but its ref and kind",
          ("run.json:status", "run.json:abortReason", "run.json:startedAt", "run.json:endedAt",
@@ -48,10 +50,6 @@ LOSSES_TO_ASSERT: tuple[Loss, ...] = (
           "results:ext.**"), source="aefgate"),
     Loss("The run's OpenTelemetry files and its files under ext/: the judge-only run carries the taxonomy only",
          ("file:traces.otlp.jsonl", "file:logs.otlp.jsonl", "file:ext"), source="aefgate"),
-    Loss("A seed's title and system prompt, and a test-set row's other members: the import keeps seed.description "
-         "(the page's row), and the export writes the seed from it", ("samples:test_case.seed.title",
-                                                                      "samples:test_case.seed.system_prompt"),
-         source="aefgate"),
 )
 
 #: ASSERT -> AEF (the page's second list)

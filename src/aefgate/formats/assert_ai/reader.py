@@ -8,9 +8,11 @@ the small files whole: ``manifest.json``, ``config.yaml`` (PyYAML), ``taxonomy.j
 Which taxonomy and test set: the run's ``manifest.json`` names, under ``artifact_versions``, the versioned copies it
 used (``artifacts/systematize/v0001/taxonomy.json``, ``artifacts/test_set/v0001/test_set.jsonl``, relative to the
 suite folder) with their SHA-256 (``file_hashes``). The reader takes that copy when it is there, else the suite's
-``taxonomy.json`` / ``test_set.jsonl``; a file whose bytes are not the ones the manifest recorded is refused
-(ASSERT-5): the run was judged against another taxonomy, or generated from another test set, and its rates would be
-misread.
+``taxonomy.json`` / ``test_set.jsonl``; a file whose bytes are not the ones the manifest recorded, or that is absent
+though the manifest records its hash, is refused (ASSERT-5): the run was judged against another taxonomy, or
+generated from another test set, and its rates would be misread. With ``accept_changed_suite`` (aefgate's option, as
+ASSERT itself reads such a run against the present files) the present file is read instead, absent or changed alike,
+and each difference is listed in :attr:`AssertRun.changed` for the converter to record.
 """
 
 from __future__ import annotations
@@ -63,6 +65,10 @@ class AssertRun:
     scores: Path | None = None
     case_map: CaseMap | None = None
     notes: list[str] = field(default_factory=list)
+    #: the suite files that changed since the run (``accept_changed_suite``): ``file`` (the name), ``stage``
+    #: (``artifact_versions.<stage>``), ``recorded`` (the manifest's sha256), ``present`` (the file read's, or None
+    #: when it is absent), ``path`` (the file read, or None)
+    changed: list[dict] = field(default_factory=list)
 
     def file(self, name: str, level: str = "run") -> Path | None:
         return _present((self.run_dir if level == "run" else self.suite_dir) / name)
@@ -111,12 +117,24 @@ def _artifact(suite_dir: Path, manifest: dict | None, stage: str, key: str) -> t
     return None, recorded
 
 
-def _pick(suite_dir: Path, manifest: dict | None, stage: str, key: str, name: str) -> Path | None:
+def _pick(suite_dir: Path, manifest: dict | None, stage: str, key: str, name: str, accept: bool,
+          changed: list[dict]) -> Path | None:
     versioned, recorded = _artifact(suite_dir, manifest, stage, key)
     chosen = versioned or _present(suite_dir / name)
-    if chosen is not None and recorded is not None and sha256_file(chosen) != recorded.lower():
-        raise Refusal("ASSERT-5", f"the {name} read is not the one the run used: ASSERT's manifest.json records "
-                                  f"sha256 {recorded} for it (artifact_versions.{stage})", str(chosen))
+    if recorded is None:
+        return chosen
+    present = sha256_file(chosen) if chosen is not None else None
+    if present == recorded.lower():
+        return chosen
+    if not accept:
+        what = (f"the {name} read is not the one the run used" if chosen is not None else
+                f"the suite has no {name}, though the run used one")
+        raise Refusal("ASSERT-5", f"{what}: ASSERT's manifest.json records sha256 {recorded} for it "
+                                  f"(artifact_versions.{stage}). ASSERT itself reads the run against the present "
+                                  "suite files: give option 'accept_changed_suite' to import it so, with the recorded "
+                                  "and present hashes noted", str(chosen or suite_dir / name))
+    changed.append({"file": name, "stage": stage, "recorded": recorded.lower(), "present": present,
+                    "path": str(chosen) if chosen is not None else None})
     return chosen
 
 
@@ -150,9 +168,11 @@ def read_case_map(path: Path) -> CaseMap:
     return CaseMap(path, label if isinstance(label, str) else None, sha if isinstance(sha, str) else None, out)
 
 
-def open_run(path: str | os.PathLike[str], *, suite: str | None = None, run: str | None = None) -> AssertRun:
+def open_run(path: str | os.PathLike[str], *, suite: str | None = None, run: str | None = None,
+             accept_changed_suite: bool = False) -> AssertRun:
     """The ASSERT run at ``path`` (``RESULTS_DIR/SUITE/RUN``), or with ``suite`` and ``run`` the run
-    ``path/SUITE/RUN`` of a results root. ASSERT-1 when there is no run there."""
+    ``path/SUITE/RUN`` of a results root. ASSERT-1 when there is no run there; ASSERT-5 when a suite file is not
+    the one the manifest records (absent or changed), unless ``accept_changed_suite``."""
     base = Path(path)
     if (suite is None) != (run is None):
         raise Refusal("CLI-2", "option 'suite' and option 'run' go together: the run RESULTS_DIR/SUITE/RUN",
@@ -181,11 +201,13 @@ def open_run(path: str | os.PathLike[str], *, suite: str | None = None, run: str
     cp = r.file("config.yaml")
     if cp is not None:
         r.config, r.config_bytes = read_yaml(cp)
-    r.taxonomy_path = _pick(suite_dir, r.manifest, "systematize", "taxonomy", "taxonomy.json")
+    r.taxonomy_path = _pick(suite_dir, r.manifest, "systematize", "taxonomy", "taxonomy.json", accept_changed_suite,
+                             r.changed)
     if r.taxonomy_path is not None:
         doc, r.taxonomy_bytes = read_object(r.taxonomy_path)
         r.taxonomy = Taxonomy(doc, str(r.taxonomy_path))
-    r.test_set = _pick(suite_dir, r.manifest, "test_set", "test_set", "test_set.jsonl")
+    r.test_set = _pick(suite_dir, r.manifest, "test_set", "test_set", "test_set.jsonl", accept_changed_suite,
+                       r.changed)
     r.inference_set = r.file("inference_set.jsonl")
     r.scores = r.file("scores.jsonl")
     kit = suite_dir.parent.parent / CASE_MAP
