@@ -331,6 +331,10 @@ def read_corpus(dest: Path) -> dict[str, Path] | None:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--assert-ai-runs"]:  # assert-ai's own CLI, with the mock provider registered
+        # assert-ai syncs every row and file it writes to disk (os.fsync: ~120 calls a build, each a wait on the
+        # disk, seconds on a slow CI disk); a corpus in a temporary folder needs no durability, and the bytes
+        # written are the same without it
+        os.fsync = lambda fd: None
         register_mock_provider()
         from assert_ai.cli import cli
 

@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+# assert-ai 0.3.0 is in the test extra: ASSERT's own reading of its rows and its own rates
+from assert_ai.core.judge import infer_judge_status
+from assert_ai.results import load_run_summary
+
 from tests._shared import SAMPLES
 from tests.conftest import aefgate, one_json
 from tests.formats.assert_ai.builders import edge_run
@@ -18,6 +22,10 @@ from tests.formats.assert_ai.builders import edge_run
 ASSERT = SAMPLES / "assert"
 RESULTS = ASSERT / "agenteval-billing-safety" / "example-run" / "results"
 RUN1 = RESULTS / "billing-safety" / "run-1"
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
 def _ok(p, code: int = 0) -> None:
@@ -97,7 +105,22 @@ def test_export_and_import_of_the_judge_kit(imported: Path, tmp_path: Path):
                 "--json")
     _ok(p)
     back = one_json(p.stdout)
-    assert back["cases"] == 5 and back["rates"]["prompt"]["harm"]["notMeasured"] == 5
+    # expected from the source files, read here (not from aefgate): the test set's cases (the never-run one
+    # travels as its test-set row alone, issue 29), and assert-ai's own rates on the source run (the kit carries
+    # the source's score rows back, so the rates are the source's); notMeasured: the cases with no usable verdict
+    tests = _jsonl(RUN1.parent / "test_set.jsonl")
+    judged = [r for r in _jsonl(RUN1 / "scores.jsonl") if infer_judge_status(r) == "ok"]
+    theirs = load_run_summary(RUN1)["prompt_metrics"]
+    assert back["cases"] == len(tests) == 6
+    for kind, rate, split in (("harm", "not_permissible_policy_violation_rate", "policy_violation_on_not_permissible"),
+                              ("over_refusal", "permissible_policy_violation_rate", "policy_violation_on_permissible")):
+        got = back["rates"]["prompt"][kind]
+        assert (got["value"], got["n"], got["notMeasured"]) == \
+            (theirs[rate], theirs[split]["count"], len(tests) - len(judged)) == (0.5, 2, 2), (kind, got)
+    # and assert-ai reads the kit's run as it reads the source's (the kit keeps the suite's taxonomy)
+    mine = load_run_summary(kit / "results" / doc["assertSuite"] / doc["assertRun"])["prompt_metrics"]
+    for key in ("not_permissible_policy_violation_rate", "permissible_policy_violation_rate", "policy_violation_rate"):
+        assert mine[key] == theirs[key], key
 
 
 def test_export_refusals(imported: Path, tmp_path: Path):

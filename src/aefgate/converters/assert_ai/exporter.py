@@ -32,8 +32,10 @@ from aefgate.converters.assert_ai.common import EXT_FOLDER, EXT_NAME, decode_nam
 from aefgate.converters.common import verified_lines
 from aefgate.errors import Refusal
 from aefgate.formats.aef import jsonio
+from aefgate.formats.aef.runfs import blob_path
 from aefgate.formats.assert_ai.reader import ASSERT_ID
 from aefgate.formats.assert_ai.writer import KitCase, write_judge_kit
+from aefgate.fsutil import atomic_dir, check_destination
 
 __all__ = ["to_assert", "events_from_messages", "NO_RESULT"]
 
@@ -273,8 +275,6 @@ def _evidence(root: Path) -> dict[str, tuple[str, str]]:
 
 def _conversations(root: Path, lines: list[tuple[int, dict]], target: str, behavior: str,
                    counts: dict[str, int]) -> Iterator[KitCase]:
-    from aefgate.formats.aef.runfs import blob_path
-
     evidence = _evidence(root)
     cases = _Cases(lines)
 
@@ -363,8 +363,6 @@ def to_assert(
     import keeps under ``ext/assert-ai/``); ``judge_model``: default the run's first judge. Returns what was
     written: ``output``, ``cases`` (conversations written), ``notExported`` (cases with none), ``assertSuite``,
     ``assertRun``, and the paths ``caseMap`` and ``config``."""
-    from aefgate.fsutil import atomic_dir, check_destination
-
     root = Path(run_dir)
     out = Path(os.path.abspath(out_dir))
     check_destination(out, (root,))

@@ -12,7 +12,8 @@ The cases, in this order: the test set's (in file order), then the score rows' c
 then the transcripts' cases with neither. The three JSON Lines files are streamed: a first pass over each indexes
 its cases (byte offsets, in :class:`~aefgate.formats.aef.spill.SpillIndex`, whose memory does not grow with the
 run) and gathers what the run header and the summary's verdicts need; the second writes each case, reading its
-score row and transcript again by offset. Memory holds one case.
+score row and transcript again: in file order while the files are in one order, else by offset (:class:`_Reader`).
+Memory holds one case.
 
 Content (``--content-capture``): not given, the page's worked example: ``contentCapture: on``, the judge's
 justification in ``reason``, no blob and no ``ext`` on the lines. ``on``: also the seed (evidence ``input``), the
@@ -34,9 +35,11 @@ import hashlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 from aefgate.converters.assert_ai.common import (
     EVALUATOR,
@@ -52,7 +55,19 @@ from aefgate.converters.assert_ai.common import (
 )
 from aefgate.converters.common import TARGET_MODES, check_import_options
 from aefgate.errors import Refusal
-from aefgate.formats.assert_ai.files import iter_jsonl, read_line_at
+from aefgate.formats.aef.builder import RunBuilder
+from aefgate.formats.aef.canonical import number_to_string
+from aefgate.formats.aef.sealer import NotVerified
+from aefgate.formats.aef.signatures import signing_key_of
+from aefgate.formats.aef.spill import SpillIndex
+from aefgate.formats.aef.times import now, parse_time, to_utc
+from aefgate.formats.aef.verifier import in_one_process
+from aefgate.formats.assert_ai.files import (
+    iter_jsonl,
+    read_line_at,
+    read_row_from,
+    sha256_file,
+)
 from aefgate.formats.assert_ai.model import (
     Split,
     Taxonomy,
@@ -62,7 +77,7 @@ from aefgate.formats.assert_ai.model import (
     lane_of,
 )
 from aefgate.formats.assert_ai.reader import AssertRun, open_run
-from aefgate.fsutil import open_regular
+from aefgate.fsutil import check_destination, open_regular
 from aefgate.progress import task as progress_task
 
 __all__ = ["Imported", "classify", "from_assert", "wilson"]
@@ -213,8 +228,6 @@ def _is_url(target: str) -> bool:
 
 def _without_credentials(url: str) -> tuple[str, bool]:
     """The URL without user information, query and fragment; and whether it had any."""
-    from urllib.parse import urlsplit, urlunsplit
-
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -271,8 +284,6 @@ def _holds_credential(value: Any) -> bool:
 
 
 def _time(value: Any, where: str) -> str | None:
-    from aefgate.formats.aef.times import to_utc
-
     if value is None:
         return None
     utc = to_utc(value) if isinstance(value, str) else None
@@ -376,31 +387,29 @@ def _dimension_scores(row: dict, facts: _Facts) -> list[dict]:
 
 
 class _Index:
-    """A file's cases: key -> byte offset of its row (bounded memory), duplicates refused (ASSERT-4)."""
+    """A file's cases: key -> byte offset of its row (bounded memory), duplicates refused (ASSERT-4). The keys are
+    :meth:`key`'s bytes (one digest a case, computed once for the three files). ``first``: the first row's offset."""
 
     def __init__(self) -> None:
-        from aefgate.formats.aef.spill import SpillIndex
-
         self._idx = SpillIndex()
+        self.first: int | None = None
 
-    @staticmethod
-    def key(k: tuple[str, str]) -> bytes:
-        from aefgate.formats.aef.spill import SpillIndex
-
-        return SpillIndex.key(*k)
+    key = staticmethod(SpillIndex.key)
 
     def add(self, k: tuple[str, str], offset: int, where: str, what: str) -> None:
-        kb = self.key(k)
+        kb = SpillIndex.key(*k)
         if kb in self._idx:
             raise Refusal("ASSERT-4", f"the case {k[0]}:{k[1]} has a second {what} here: one case, one row",
                           where)
         self._idx.add(kb, offset)
+        if self.first is None:
+            self.first = offset
 
-    def get(self, k: tuple[str, str]) -> int | None:
-        return self._idx.get(self.key(k))
+    def get(self, kb: bytes) -> int | None:
+        return self._idx.get(kb)
 
-    def __contains__(self, k: tuple[str, str]) -> bool:
-        return self._idx.get(self.key(k)) is not None
+    def __contains__(self, kb: bytes) -> bool:
+        return self._idx.get(kb) is not None
 
     def close(self) -> None:
         self._idx.close()
@@ -415,12 +424,9 @@ def _check_options(*, run_id, source, subject, subject_kind, target_mode, conten
     if run_id is not None and not (len(run_id) <= 128 and set(run_id) <= _ID_CHARS):
         raise Refusal("ASSERT-8", f"option 'run_id' {run_id!r} is not an AEF id (1-128 letters, digits, '.', '_', "
                                   "':' or '-')", "option 'run_id'")
-    if subject is not None:
-        import re
-
-        if not re.fullmatch(r"[a-z][a-z0-9-]{0,31}:[!-~]{1,256}", subject):
-            raise Refusal("CLI-2", f"option 'subject' {subject!r} is not a typed reference (kind:name, printable "
-                                   "ASCII, no space)", "option 'subject'")
+    if subject is not None and not re.fullmatch(r"[a-z][a-z0-9-]{0,31}:[!-~]{1,256}", subject):
+        raise Refusal("CLI-2", f"option 'subject' {subject!r} is not a typed reference (kind:name, printable "
+                               "ASCII, no space)", "option 'subject'")
     if subject_kind is not None and subject_kind not in SUBJECT_KINDS:
         raise Refusal("CLI-2", f"option 'subject_kind' is one of {', '.join(SUBJECT_KINDS)}, not {subject_kind!r}",
                       "option 'subject_kind'")
@@ -455,13 +461,6 @@ def from_assert(
     """Import the ASSERT run at ``src`` (``RESULTS_DIR/SUITE/RUN``; or a results root with ``suite`` and ``run``) as
     one AEF run at ``out_dir`` (absent or empty), sealed ``ingest`` at ``at`` (default now) and signed with ``key``
     (a running run is left open, unsealed). See the module docstring; refusals: docs/mappings/assert.md."""
-    from aefgate.formats.aef.builder import RunBuilder
-    from aefgate.formats.aef.sealer import NotVerified
-    from aefgate.formats.aef.signatures import signing_key_of
-    from aefgate.formats.aef.times import now, parse_time
-    from aefgate.formats.aef.verifier import in_one_process
-    from aefgate.fsutil import check_destination
-
     _check_options(run_id=run_id, source=source, subject=subject, subject_kind=subject_kind, target_mode=target_mode,
                    content_capture=content_capture, at=at, max_harm_rate=max_harm_rate,
                    max_over_refusal_rate=max_over_refusal_rate)
@@ -593,8 +592,6 @@ def _entry(facts: _Facts, lane: str, metric: str, path: str, limit: float | None
     n, flagged = facts.counts.get(lane, {}).get(metric, [0, 0])
     e: dict[str, Any] = {"metric": metric, "path": path}
     if limit is not None:
-        from aefgate.formats.aef.canonical import number_to_string
-
         e["rule"] = f"{metric} <= {number_to_string(float(limit))}"
         if n:
             e["verdict"] = "passed" if flagged / n <= limit else "failed"
@@ -645,8 +642,6 @@ def _header(r: AssertRun, facts: _Facts, notes: list[str], rid: str, subject: st
         asserted.append("deployment.ref")
     # the suite (RUN-8): ASSERT has no suite version; the test set's digest stands for it
     if r.test_set is not None:
-        from aefgate.formats.assert_ai.files import sha256_file
-
         digest = "sha256:" + sha256_file(r.test_set)
         header["suite"] = {"ref": "suite:" + encode_name(r.suite), "version": digest, "digest": digest,
                            "frozen": True}
@@ -726,8 +721,6 @@ def _header(r: AssertRun, facts: _Facts, notes: list[str], rid: str, subject: st
                      "are the import's time (option 'at'), never the files' modification times")
         if status == "aborted" and abort_reason is not None:
             abort_reason += " Its times are unknown: ASSERT recorded none, so run.json gives the import's time."
-    from aefgate.formats.aef.times import parse_time
-
     if ended is not None and parse_time(ended) < parse_time(started):
         ended = started
         if "endedAt" not in asserted:
@@ -915,14 +908,16 @@ class _CaseWriter:
                         "tool_call", content=json.dumps(edit, ensure_ascii=False, separators=(",", ":")),
                         evidence_id=f"E-{i}-tool-{k}", description=f"A tool call of the conversation: {name}."[:1024]))
         verdict = row.get("verdict") if row is not None else None
-        if isinstance(verdict, dict) and verdict:
+        if isinstance(verdict, dict):
             # the whole verdict, every member as ASSERT wrote it (judgment_warnings, citation_warnings, a failed
-            # judge's error, ...); the root's reasoning only when the judge's verdict was usable
+            # judge's error, ...), an empty one too (a scoring_skipped or filter_skipped row: the row comes back on
+            # export, so ASSERT's judge does not grade the case again); the root's reasoning only when the judge's
+            # verdict was usable
             data = json.dumps(verdict, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
             ids.append(b.add_evidence("judge_reasoning", content=data, evidence_id=f"E-{i}-judge",
                                       description="ASSERT's judge verdict (scores.jsonl verdict): its node "
                                                   "judgments, justifications, citations, narrative and warnings."))
-            if judged:
+            if judged and verdict:
                 root["reasoning"] = data
         return ids
 
@@ -946,8 +941,9 @@ def _panel(row: dict) -> dict | None:
 
 def _write_cases(w: _CaseWriter, r: AssertRun, scores_idx: _Index, inference_idx: _Index,
                  test_idx: _Index) -> Iterator[None]:
-    """Write every case, in the module docstring's order."""
-    with _Reader(r.scores) as sf, _Reader(r.inference_set) as inf:
+    """Write every case, in the module docstring's order. A file whose rows were all written with the test set's
+    cases (or the score rows') is not read again to find the cases the test set lacks: it has none."""
+    with _Reader(r.scores, scores_idx) as sf, _Reader(r.inference_set, inference_idx) as inf:
         has_scores = r.scores is not None
 
         def missing(transcript: Any) -> str:
@@ -962,35 +958,48 @@ def _write_cases(w: _CaseWriter, r: AssertRun, scores_idx: _Index, inference_idx
             return ("No score row: ASSERT's judge call was stopped by a content filter or failed after its retries "
                     "(ASSERT writes no row then), and its rates leave the case out.")
 
+        key = SpillIndex.key
         if r.test_set is not None:
             for lineno, _off, _raw, trow in iter_jsonl(r.test_set):
                 k = case_key(trow, f"{r.test_set}:{lineno}")
-                score = sf.at(scores_idx.get(k))
-                transcript = inf.at(inference_idx.get(k))
+                kb = key(*k)
+                score = sf.take(k, kb)
+                transcript = inf.take(k, kb)
                 w.case(k, score, transcript, trow, None if score else missing(transcript))
                 yield None
-        if r.scores is not None:
+        if r.scores is not None and sf.taken < w.facts.rows:
             for lineno, _off, raw, row in iter_jsonl(r.scores):
                 k = case_key(row, f"{r.scores}:{lineno}")
-                if k in test_idx:
+                kb = key(*k)
+                if kb in test_idx:
                     continue
-                w.case(k, (raw, row), inf.at(inference_idx.get(k)), None, None)
+                w.case(k, (raw, row), inf.take(k, kb), None, None)
                 yield None
-        if r.inference_set is not None:
+        if r.inference_set is not None and inf.taken < w.facts.transcripts:
             for lineno, _off, raw, row in iter_jsonl(r.inference_set):
                 k = case_key(row, f"{r.inference_set}:{lineno}")
-                if k in test_idx or k in scores_idx:
+                kb = key(*k)
+                if kb in test_idx or kb in scores_idx:
                     continue
                 w.case(k, None, (raw, row), None, missing((raw, row)))
                 yield None
 
 
 class _Reader:
-    """Random access to a JSON Lines file's rows by the offsets its index holds."""
+    """A JSON Lines file's rows by case: the row after the last one taken when it is the case's (the files are
+    usually in one order: no index lookup, each row read once), else by the offset its index holds. ``taken``
+    counts the rows given (each once: a file has one row a case, ASSERT-4)."""
 
-    def __init__(self, path: Path | None):
+    _GIVE_UP = 64  # misses beyond the hits after which the next row is no longer tried first (files in no order)
+
+    def __init__(self, path: Path | None, idx: _Index):
         self.path = path
+        self.idx = idx
         self.f: BinaryIO | None = None
+        self.taken = 0
+        self._pos = idx.first  # the offset of the row after the last one taken
+        self._next: tuple[int, tuple[Any, Any], bytes, dict, int] | None = None  # the row read at _pos
+        self._misses = 0
 
     def __enter__(self) -> "_Reader":
         if self.path is not None:
@@ -1001,7 +1010,31 @@ class _Reader:
         if self.f is not None:
             self.f.close()
 
-    def at(self, offset: int | None) -> tuple[bytes, dict] | None:
-        if offset is None or self.f is None:
+    def take(self, k: tuple[str, str], kb: bytes) -> tuple[bytes, dict] | None:
+        """The row of the case ``k`` (``kb``: its index key), or None when the file has none."""
+        f = self.f
+        if f is None:
             return None
-        return read_line_at(self.f, offset, f"{self.path} (offset {offset})")
+        pos = self._pos
+        if pos is not None and self._misses < self._GIVE_UP:
+            nxt = self._next
+            if nxt is None or nxt[0] != pos:
+                got = read_row_from(f, pos, str(self.path))
+                nxt = None if got is None else (pos, (got[1].get("type"), got[1].get("test_case_id")), *got)
+                self._next = nxt
+            if nxt is not None and nxt[1] == k:
+                self._pos = nxt[4]
+                self._next = None
+                self._misses -= 1
+                self.taken += 1
+                return nxt[2], nxt[3]
+            self._misses += 1
+        offset = self.idx.get(kb)
+        if offset is None:
+            return None
+        got = read_row_from(f, offset, str(self.path))
+        if got is None:  # pragma: no cover - the row was indexed: the file was cut since
+            return read_line_at(f, offset, f"{self.path} (offset {offset})")
+        self._pos = got[2]
+        self.taken += 1
+        return got[0], got[1]

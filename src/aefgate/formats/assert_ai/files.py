@@ -22,15 +22,19 @@ only if it is a regular file (a pipe, a device, a link that loops is refused: ne
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
+import yaml
+
 from aefgate.errors import Refusal
+from aefgate.formats import yamlio
 from aefgate.formats.aef import jsonio
 from aefgate.fsutil import open_regular
 
-__all__ = ["MAX_LINE", "iter_jsonl", "read_line_at", "read_object", "read_yaml", "sha256_file"]
+__all__ = ["MAX_LINE", "iter_jsonl", "read_line_at", "read_object", "read_row_from", "read_yaml", "sha256_file"]
 
 #: the longest JSON Lines line read (an inference row holds the whole conversation and its model calls)
 MAX_LINE = 256 * 1024 * 1024
@@ -151,13 +155,31 @@ def read_line_at(f: BinaryIO, offset: int, where: str) -> tuple[bytes, dict]:
     return raw, value
 
 
+def read_row_from(f: BinaryIO, offset: int, where: str) -> tuple[bytes, dict, int] | None:
+    """The first non-blank line at or after ``offset`` (the start of a line) of an open file, as
+    :func:`read_line_at` reads it, and the offset of the line after it; None at the end of the file. So a caller
+    reads the rows of a file in order, as :func:`iter_jsonl` gives them, from any row's offset on."""
+    f.seek(offset)
+    while True:
+        line = f.readline(MAX_LINE + 2)
+        if not line:
+            return None
+        nxt = offset + len(line)
+        raw = line[:-1] if line.endswith(b"\n") else line
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        if raw.strip():
+            break
+        offset = nxt
+    value = _parse(raw, f"{where} (offset {offset})")
+    if not isinstance(value, dict):  # pragma: no cover - iter_jsonl read the same bytes before
+        raise Refusal("ASSERT-2", "the line is not a JSON object", f"{where} (offset {offset})")
+    return raw, value, nxt
+
+
 def read_yaml(path: str | os.PathLike[str]) -> tuple[dict, bytes]:
     """The mapping a YAML file holds and its bytes (ASSERT-7 at ``<file>:<line>`` when it does not parse or its top
     is not a mapping). An empty file is an empty mapping."""
-    import yaml
-
-    from aefgate.formats import yamlio
-
     p = Path(path)
     with _open(p) as f:
         raw = f.read(_MAX_YAML + 1)
@@ -186,8 +208,6 @@ def read_yaml(path: str | os.PathLike[str]) -> tuple[dict, bytes]:
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
     """The hex SHA-256 of a file's bytes, read in chunks."""
-    import hashlib
-
     h = hashlib.sha256()
     with _open(Path(path)) as f:
         while True:

@@ -22,6 +22,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import yaml
+
 from aefgate.formats.assert_ai.reader import CASE_MAP
 
 __all__ = ["CONFIG", "KitCase", "positional_id", "write_judge_kit"]
@@ -107,8 +109,6 @@ def write_judge_kit(out: Path, cases: Iterable[KitCase], *, taxonomy: bytes, beh
         scores.close()
     case_map = {"schemaVersion": 1, "labelSet": label_set, "inferenceSetSha256": h.hexdigest(), "cases": entries}
     (out / CASE_MAP).write_bytes(json.dumps(case_map, ensure_ascii=False, indent=2).encode("utf-8") + b"\n")
-    import yaml
-
     config = {"suite": suite, "run": run, "artifacts_root": assert_root, "results_dir": f"{assert_root}/results",
               "pipeline": {"judge": {"model": {"name": judge_model}}}}
     text = ("# An ASSERT judge-only run over conversations exported by aefgate (aefgate export assert).\n"
