@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 import nats  # noqa: E402
 
-from aefgate.formats.aef.verifier import verify_run  # noqa: E402
+from aefgate.aef.verifier import verify_run  # noqa: E402
 from aefgate.formats.cloudevents import to_structured  # noqa: E402
 from tests.bus._nats import NatsServer  # noqa: E402
 

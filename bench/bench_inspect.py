@@ -39,7 +39,7 @@ t0 = time.perf_counter()
 if sys.argv[3] == "1":
     tracemalloc.start()
 from aefgate.converters.inspect.importer import import_log
-from aefgate.formats.aef import sealer
+from aefgate.aef import sealer
 from aefgate.formats.inspect import open_log
 
 def stop(*a, **k):

@@ -35,9 +35,9 @@ from pathlib import Path
 import msgspec
 
 from aefgate.converters.aep import exporter as aep_exporter
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.resultid import result_id
-from aefgate.formats.aef.schema import validator
+from aefgate.aef import jsonio
+from aefgate.aef.resultid import result_id
+from aefgate.aef.schema import validator
 
 
 def best(fn, repeat: int) -> float:
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
             encode_fast(ctx, chunk, targets, {})
 
     try:  # issue 20: the typed reader check and the batch reader (absent from older trees: --baseline runs)
-        from aefgate.formats.aef.resultline import reader_valid
+        from aefgate.aef.resultline import reader_valid
     except ImportError:
         reader_valid = None
 

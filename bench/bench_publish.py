@@ -49,8 +49,8 @@ from make_runs import make_run  # noqa: E402
 
 from aefgate.bus import codec, publish  # noqa: E402
 from aefgate.converters.aep.exporter import export_events  # noqa: E402
-from aefgate.formats.aef.sealer import seal_run  # noqa: E402
-from aefgate.formats.aef.verifier import verify_run  # noqa: E402
+from aefgate.aef.sealer import seal_run  # noqa: E402
+from aefgate.aef.verifier import verify_run  # noqa: E402
 from tests.bus._nats import NatsServer  # noqa: E402
 
 

@@ -19,9 +19,9 @@ import random
 import sys
 from pathlib import Path
 
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.resultid import result_id
-from aefgate.formats.aef.summary import compute_summary
+from aefgate.aef import jsonio
+from aefgate.aef.resultid import result_id
+from aefgate.aef.summary import compute_summary
 
 RUN_ID = "bench-0001"
 

@@ -64,7 +64,7 @@ def openssl_verify(public_pem: str, message: bytes, sig: bytes, algorithm: str, 
 
 def aefgate_key(folder: Path, algorithm: str, name: str | None = None) -> Path:
     """A PKCS#8 PEM private key made by aefgate's ``keygen``."""
-    from aefgate.formats.aef.signatures import keygen
+    from aefgate.aef.signatures import keygen
 
     private_pem, _public, _entry = keygen(algorithm, "git:test@example.com")
     path = folder / f"{name or 'aefgate-' + algorithm}.pem"
@@ -77,7 +77,7 @@ def make_key(folder: Path, source: str, algorithm: str, name: str | None = None)
 
 
 def public_pem_of(key: Path) -> str:
-    from aefgate.formats.aef.signatures import load_private_key
+    from aefgate.aef.signatures import load_private_key
 
     return load_private_key(key).public_pem().decode("ascii")
 

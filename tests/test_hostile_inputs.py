@@ -33,7 +33,7 @@ from typing import Any, Callable
 import pytest
 
 from aefgate.cli.app import run as cli
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef.verifier import verify_run
 from tests._shared import SAMPLES
 
 CASES = int(os.environ.get("AEFGATE_FUZZ_CASES", "200"))

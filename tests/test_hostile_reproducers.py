@@ -15,7 +15,7 @@ import pytest
 
 from aefgate.cli.app import run as cli
 from aefgate.formats import yamlio
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
 from aefgate.fsutil import MISSING, input_file_problem, open_regular
 from tests._shared import SAMPLES
 

@@ -20,7 +20,12 @@ _PUBLIC = frozenset(__all__) - {"PRODUCER_NAME", "__version__"}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "Refusal":  # the error type alone: without loading the API's formats and converters
+        from aefgate.errors import Refusal
+
+        return Refusal
     if name in _PUBLIC:
+        # lazy: `import aefgate` stays cheap (the API loads every format and converter)
         from aefgate import api
 
         return getattr(api, name)

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
+from aefgate.converters import fidelity as harness
+from aefgate.converters.fidelity import FidelityReport
+from aefgate.converters.registry import find_route, registry, run_route
 from aefgate.errors import Refusal
-
-if TYPE_CHECKING:  # pragma: no cover - types only
-    from aefgate.converters.fidelity import FidelityReport
-    from aefgate.formats.aef.verifier import Verification
+from aefgate.aef.sealer import seal_run
+from aefgate.aef.signatures import check_no_attestation, signing_key_of, write_attestation
+from aefgate.aef.verifier import Verification, verify_run
 
 __all__ = ["FidelityReport", "Refusal", "Verification", "convert", "fidelity", "list_formats", "seal", "verify"]
 
@@ -34,8 +36,6 @@ def verify(run: str | os.PathLike[str], *, anchors: Iterable[str] | None = None,
     """Verify the run folder ``run``: its outcome is ``intact``, ``unsealed`` or ``invalid``, with every problem as
     ``(path, code)``. ``anchors`` are trusted run hashes; ``policy`` a trust policy file ([SIG-4]): then
     ``signed_by`` names who signed the attestation and the redactions it authorizes are honoured."""
-    from aefgate.formats.aef.verifier import verify_run
-
     return verify_run(Path(run), anchors=list(anchors) if anchors is not None else None, policy=policy)
 
 
@@ -45,9 +45,6 @@ def seal(run: str | os.PathLike[str], *, sealed_by: str = "producer", at: str | 
     sealing time, RFC 3339 UTC, default now) and return its run hash. With ``key`` (a private key file, PKCS#8 PEM,
     or a loaded key), also sign the seal (``attestation.dsse.json``); the key is loaded before anything is written,
     and a run that already has an attestation is refused (OUT-1)."""
-    from aefgate.formats.aef.sealer import seal_run
-    from aefgate.formats.aef.signatures import check_no_attestation, signing_key_of, write_attestation
-
     signing_key = signing_key_of(key)  # a bad key changes nothing
     root = Path(run)
     if not root.is_dir():
@@ -65,8 +62,6 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, source:
     """Convert ``src`` (format ``source``) into ``dst`` (format ``target``), directly or through AEF, atomically:
     ``dst`` must be absent or an empty folder, and appears only on success. Each option goes to the steps that
     declare it (CONV-3 for one none declares)."""
-    from aefgate.converters.registry import find_route, run_route
-
     return run_route(find_route(source, target), src, dst, options or {})
 
 
@@ -75,8 +70,6 @@ def fidelity(fmt: str, run: str | os.PathLike[str] | None = None, *,
              withheld_ok: Iterable[str] = ()) -> "FidelityReport":
     """Round-trip ``run`` through ``fmt`` (AEF -> ``fmt`` -> AEF), or the file ``from_source`` through AEF
     (``fmt`` -> AEF -> ``fmt``), and report each field as kept, lost as declared, or lost but not declared."""
-    from aefgate.converters import fidelity as harness
-
     if (run is None) == (from_source is None):
         raise Refusal("CLI-2", "give a run or from_source (one of them)", "run")
     if run is not None:
@@ -88,8 +81,6 @@ def list_formats(name: str | None = None) -> list[dict[str, Any]]:
     """The formats installed converters connect (the hub ``aef`` first), each with its ``import`` (to AEF) and
     ``export`` (from AEF) directions (converter, options, declared losses) and its ``direct`` converters; with
     ``name``, that format only (CONV-1 for one no converter knows)."""
-    from aefgate.converters.registry import registry
-
     reg = registry()
     listing = reg.formats()
     if name is None:
@@ -99,14 +90,3 @@ def list_formats(name: str | None = None) -> list[dict[str, Any]]:
         raise Refusal("CONV-1", f"unknown format {name!r}; known formats: {', '.join(reg.names())}", "FORMAT")
     return found
 
-
-def __getattr__(name: str) -> Any:  # the report types, imported when first asked for
-    if name == "FidelityReport":
-        from aefgate.converters.fidelity import FidelityReport
-
-        return FidelityReport
-    if name == "Verification":
-        from aefgate.formats.aef.verifier import Verification
-
-        return Verification
-    raise AttributeError(name)

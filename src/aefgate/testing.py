@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aefgate.errors import Refusal
+
 if TYPE_CHECKING:  # pragma: no cover - types only
     from aefgate.converters.fidelity import FidelityReport
 
@@ -23,8 +25,7 @@ def assert_round_trip(path: str | os.PathLike[str], fmt: str, *, from_source: bo
                       **options: Any) -> "FidelityReport":
     """Assert that ``path`` round-trips through ``fmt`` with only the losses the converters declare; ``options``
     go to the conversion steps that take them (``max_capture="full"``, ``ignore_overlays=True``, ...)."""
-    from aefgate.api import fidelity
-    from aefgate.errors import Refusal
+    from aefgate.api import fidelity  # lazy: the pytest plugin imports this module in every pytest session
 
     p = Path(path)
     try:

@@ -3,7 +3,7 @@
 The bodies are sent over a raw socket in many small writes (with ``Content-Length`` and with chunked encoding, the
 chunk framing itself split), slowly (within the body timeout), and over the limit; and the real OpenTelemetry SDK
 exports batches of 512, 2,048 and 8,192 records into ``serve otlp``. Real servers on loopback, in subprocesses:
-``serve otlp`` and ``serve ingest --from http://`` (both read bodies through ``aefgate.bus.http_server.read_body``).
+``serve otlp`` and ``serve ingest --from http://`` (both read bodies through ``aefgate.net.http_server.read_body``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from aefgate.bus.ingest import run_name
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef.verifier import verify_run
 from aefgate.formats.cloudevents import to_batch_http, to_binary_http, to_structured_http
 from tests.bus._nats import free_port
 from tests.bus.test_ingest import ENTRY, SPEC, AT, _events, reference, results, wait_for

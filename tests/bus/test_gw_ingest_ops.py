@@ -14,7 +14,7 @@ import time
 import pytest
 
 from aefgate.bus.ingest import Store, run_name
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef.verifier import verify_run
 from aefgate.formats.cloudevents import to_binary_http
 from tests.bus._nats import free_port
 from tests.bus.test_ingest import AT, ENTRY, SPEC, _events, reference, results, wait_for

@@ -25,7 +25,7 @@ import pytest
 
 from aefgate.bus.ingest import run_name
 from aefgate.converters.aep.exporter import export_events
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef.verifier import verify_run
 from tests.bus._nats import NatsServer
 from tests.bus.test_ingest import AT, ENTRY, SPEC, reference, results, wait_for
 from tests.conftest import aefgate, cli_env

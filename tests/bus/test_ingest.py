@@ -21,7 +21,7 @@ import pytest
 from aefgate.bus.ingest import run_name
 from aefgate.converters.aep.exporter import export_events
 from aefgate.converters.aep.importer import from_aep
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef.verifier import verify_run
 from aefgate.formats.cloudevents import to_batch_http, to_binary_http, to_structured, to_structured_http
 from tests.bus._nats import free_port
 
@@ -352,7 +352,7 @@ def test_http_binary_structured_batch_and_malformed(tmp_path, session_a) -> None
     assert _post(port, {"content-type": "application/json"}, json.dumps(session_a[8]).encode())[0] == 202
     assert _post(port, *to_binary_http(session_a[0]))[0] == 202
     assert runs(out) == []
-    # the shared HTTP layer's limits (aefgate.bus.http_server): a body over the bound, another method
+    # the shared HTTP layer's limits (aefgate.net.http_server): a body over the bound, another method
     big = _post(port, {"content-type": "application/json"}, b" " * (32 * 1024 * 1024 + 10))
     assert big[0] == 413 and big[1]["error"]["rule"] == "INGEST-1"
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)

@@ -20,7 +20,7 @@ from pathlib import Path
 import nats
 
 from aefgate.bus.ingest import claim_key, node_name, run_name
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef.verifier import verify_run
 from tests.bus.test_ingest import (  # noqa: F401  (_no_service_left: the autouse fixture that kills leftovers)
     ENTRY, Serve, _no_service_left, consumer, nats_message, publish, reference, results, run_hash, runs,
     wait_for,

@@ -12,8 +12,8 @@ import pytest
 from aefgate.bus.otlp_bus import (HDR_REJECTED, HDR_SIGNAL, HDR_SUBJECT, HDR_TRACES, build_run, by_trace, journal_lines,
                                   journal_name, split)
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef import jsonio
+from aefgate.aef.verifier import verify_run
 from tests._shared import SAMPLES
 
 OTEL = SAMPLES / "otel"

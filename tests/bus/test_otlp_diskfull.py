@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from aefgate.bus.otlp_receiver import Bodies, Journal, JournalError
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef.verifier import verify_run
 from tests.bus.test_otlp_receiver import Service, _lines
 from tests.conftest import aefgate, cli_env
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import nats
 
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef import jsonio
+from aefgate.aef.verifier import verify_run
 from tests.bus.test_ingest import (  # noqa: F401  (_no_service_left: the autouse fixture that kills leftovers)
     Serve, _no_service_left, wait_for,
 )

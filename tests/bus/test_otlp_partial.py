@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef import jsonio
+from aefgate.aef.verifier import verify_run
 from tests._shared import SAMPLES
 from tests.bus.test_otlp_receiver import Service, _lines, _port
 from tests.conftest import aefgate, one_json

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef import jsonio
+from aefgate.aef.verifier import verify_run
 from tests._shared import EXAMPLES, SAMPLES
 from tests.conftest import aefgate, cli_env
 

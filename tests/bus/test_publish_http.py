@@ -13,7 +13,7 @@ from cloudevents.core.bindings import http as sdk_http
 from cloudevents.core.formats.json import JSONFormat
 
 from aefgate.bus import publish
-from aefgate.bus.retry import retry_after
+from aefgate.net.retry import retry_after
 from aefgate.converters.aep.exporter import export_events
 from aefgate.formats.cloudevents import from_http
 from tests.bus.test_publish_nats import RUN, cli
@@ -162,7 +162,7 @@ def test_resume_a_spool_left_by_a_crashed_publisher(tmp_path) -> None:
 
     from aefgate.bus import resume
     from aefgate.bus.spool import Spool
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
 
     events = list(export_events(RUN))
     with Receiver() as rx:

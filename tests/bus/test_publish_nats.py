@@ -91,7 +91,7 @@ def big_run(tmp: Path, lines: int) -> Path:
         from make_runs import make_run
     finally:
         sys.path.pop(0)
-    from aefgate.formats.aef.sealer import seal_run
+    from aefgate.aef.sealer import seal_run
 
     run = make_run(tmp / "big", lines)
     seal_run(run, sealed_by="producer")
@@ -226,7 +226,7 @@ def test_header_blocks_sent_as_they_are_match_nats_py(nats_server) -> None:
 
     from aefgate.bus.nats_sink import NatsSink
     from aefgate.bus.publish import parse_destination
-    from aefgate.bus.retry import Policy
+    from aefgate.net.retry import Policy
 
     events = list(export_events(RUN, max_capture="full"))
     cases = []

@@ -169,7 +169,7 @@ def test_no_responders_when_the_stream_goes(nats_server, tmp_path) -> None:
 
 def test_http_batches_from_the_child_with_a_spool(tmp_path) -> None:
     # the child sends the events themselves for --batch N > 1 (the sink encodes the batch) and their spool lines
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
     from tests.bus.test_publish_http import Receiver, received_events
 
     expected = list(export_events(RUN))
@@ -336,8 +336,8 @@ def test_blob_read_changed_then_restored_sends_nothing(nats_server, tmp_path, mo
 
 def _decided_run(tmp_path, monkeypatch, lines: int = 3_000):
     """A bench run with overlay decisions targeting lines of different ranges (AEP-12), cut in ranges of 64 KiB."""
-    from aefgate.formats.aef import decisions as ov
-    from aefgate.formats.aef import verifier
+    from aefgate.aef import decisions as ov
+    from aefgate.aef import verifier
 
     run = big_run(tmp_path, lines)
     rids = [json.loads(x)["resultId"] for x in (run / "results.ndjson").read_bytes().splitlines()]
@@ -557,7 +557,7 @@ def test_spooled_lines_come_back_exactly(tmp_path) -> None:
 
     from aefgate.bus import pipeline
     from aefgate.converters.aep import exporter as aep_exporter
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
 
     run = copy_run(RUN, tmp_path / "run")
     lines = [jsonio.loads(x) for x in (run / "results.ndjson").read_bytes().splitlines()]

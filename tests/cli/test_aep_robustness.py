@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef.verifier import verify_run
 from tests.conftest import aefgate, one_json
 
 AT = "2026-12-02T00:00:00Z"

@@ -60,7 +60,7 @@ def test_import_as_a_user_reads_it(tmp_path: Path):
 
 
 def test_import_signed_with_key(tmp_path: Path):
-    from aefgate.formats.aef.signatures import keygen
+    from aefgate.aef.signatures import keygen
 
     private, _public, entry = keygen("ed25519", "git:ci@example.com")
     (tmp_path / "private.pem").write_bytes(private)

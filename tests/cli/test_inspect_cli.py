@@ -81,7 +81,7 @@ def test_refusal_through_the_cli(tmp_path: Path, item) -> None:
 
 
 def test_import_human_output_and_key(tmp_path: Path) -> None:
-    from aefgate.formats.aef.signatures import keygen
+    from aefgate.aef.signatures import keygen
 
     private, _, _ = keygen("ecdsa-p256", "ingest@example.com")
     key = tmp_path / "key.pem"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from aefgate.converters.inspect.folder import STATE_FILE, run_folders
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef.verifier import verify_run
 from tests._inspect_corpus import eval_set_dir
 from tests.conftest import aefgate, one_json, shared_root
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aefgate.formats.aef import decisions as ov
+from aefgate.aef import decisions as ov
 from tests._shared import EXAMPLES, copy_run
 from tests.conftest import aefgate, cli_env, one_json
 
@@ -288,7 +288,7 @@ def test_aef_chain_reports_problems_with_exit_0(run: Path) -> None:
 
 
 def test_signed_redaction_end_to_end(run: Path, tmp_path: Path) -> None:
-    signatures = pytest.importorskip("aefgate.formats.aef.signatures")
+    signatures = pytest.importorskip("aefgate.aef.signatures")
     priv, _pub, entry = signatures.keygen("ecdsa-p256", "oidc:dpo", ["redact"])
     key = tmp_path / "dpo.pem"
     key.write_bytes(priv)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef.verifier import verify_run
 from tests.conftest import aefgate, one_json
 from tests.converters.test_store_v1 import AT, EXPECTED_RUN1, _with_ids, lines, rid
 from tests.formats.store_v1.workspace import RUN1, RUN2, SAMPLE, SUBJECT_DIR, Store, copy_sample, scenario

@@ -17,14 +17,14 @@ import pytest
 
 from aefgate.converters.aep import common as aep_common
 from aefgate.converters.aep import exporter as aep_exporter
-from aefgate.formats.aef import verifier
+from aefgate.aef import verifier
 from aefgate.converters.aep import importer as aep_importer
 import aefgate.converters.aep as aep_pkg
 from aefgate.converters.fidelity import fidelity
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.builder import RunBuilder
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef import jsonio
+from aefgate.aef.builder import RunBuilder
+from aefgate.aef.verifier import verify_run
 from tests._shared import EXAMPLES, REPO, SAMPLES, SEALED_EXAMPLE_RUNS, SHARED, copy_run
 
 PAGE = REPO / "docs" / "mappings" / "aep.md"
@@ -233,7 +233,7 @@ def _probes(run: Path) -> list[str]:
     ev = run / "overlays" / "events.ndjson"
     if ev.exists():
         out += [e["reason"] for _, e in jsonio.iter_ndjson(ev) if "reason" in e]
-    from aefgate.formats.aef.vocab import STATES
+    from aefgate.aef.vocab import STATES
 
     return [p for p in out if len(p) >= 6 and p not in STATES]  # a reason that is a state name is also the label
 
@@ -270,7 +270,7 @@ def test_full_ceiling_carries_the_explanation_and_off_runs_never_do(tmp_path: Pa
 def test_redacted_ceiling_runs_the_pipeline_or_is_refused(tmp_path: Path):
     src = EXAMPLES / "aef-inspect" / "input"
     run = copy_run(src, tmp_path / "run")
-    from aefgate.formats.aef import decisions as ov
+    from aefgate.aef import decisions as ov
 
     ov.decide(run, kind="annotate", by="reviewer-1", reason="mail alice@example.com, token=abc123secret", at=AT)
     events = list(aep_exporter.export_events(run, max_capture="redacted"))
@@ -382,7 +382,7 @@ def test_wrong_aef_members_are_refused_never_a_traceback(member: str, value, tmp
 
 
 def test_overlay_decisions_become_feedback(tmp_path: Path):
-    from aefgate.formats.aef import decisions as ov
+    from aefgate.aef import decisions as ov
 
     run = copy_run(EXAMPLES / "aef-inspect" / "input", tmp_path / "run")
     r1 = "r_1264eeb36620c9cbe97b71ffdbcfd331"
@@ -638,7 +638,7 @@ def _plain_big_run(tmp: Path, lines: int = 3000) -> Path:
     """A bench run of ``lines`` lines, sealed at a fixed time: the same bytes every time."""
     import sys
 
-    from aefgate.formats.aef.sealer import seal_run
+    from aefgate.aef.sealer import seal_run
 
     sys.path.insert(0, str(REPO / "bench"))
     try:
@@ -653,8 +653,8 @@ def _plain_big_run(tmp: Path, lines: int = 3000) -> Path:
 def _big_run(tmp: Path, lines: int = 3000) -> Path:
     import sys
 
-    from aefgate.formats.aef import decisions as ov
-    from aefgate.formats.aef.sealer import seal_run
+    from aefgate.aef import decisions as ov
+    from aefgate.aef.sealer import seal_run
 
     sys.path.insert(0, str(REPO / "bench"))
     try:
@@ -701,7 +701,7 @@ def test_parallel_cloudevents_export_same_bytes(tmp_path: Path, monkeypatch, mod
     """export cloudevents runs through the same ranges (AEP-18): in one process and in workers, the bytes of each
     AEP event's CloudEvents line, in order (the bench run with overlay decisions, and every example run)."""
     from aefgate.formats.cloudevents.files import line_value as _export_value
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
 
     monkeypatch.setattr(verifier, "_RANGE", 64 * 1024)
     for k, run in enumerate([_big_run(tmp_path)] + list(RUNS)):

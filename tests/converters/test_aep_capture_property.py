@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aefgate.converters.aep import exporter as aep_exporter
-from aefgate.formats.aef import decisions
-from aefgate.formats.aef.builder import RunBuilder
+from aefgate.aef import decisions
+from aefgate.aef.builder import RunBuilder
 from aefgate.formats.aep import validate_event
-from tests.formats.aef.test_builder import END, HEADER, METRICS, leaf
+from tests.aef.test_builder import END, HEADER, METRICS, leaf
 
 AT = "2026-12-01T00:00:00Z"
 _ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

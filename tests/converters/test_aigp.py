@@ -14,7 +14,7 @@ from aefgate.converters.evaluation_api.importer import from_evaluation_api
 from aefgate.converters.inspect.importer import from_inspect
 from aefgate.converters.otel.exporter import export_records
 from aefgate.converters.otel.importer import from_otel
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
 from tests._shared import CONFORMANCE, SAMPLES
 
 AT = "2026-12-04T00:00:00Z"

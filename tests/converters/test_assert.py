@@ -18,9 +18,9 @@ from aefgate.converters.assert_ai.importer import from_assert, wilson
 from aefgate.converters.assert_ai.losses import LOSSES_FROM_ASSERT, LOSSES_TO_ASSERT
 from aefgate.converters.fidelity import fidelity, fidelity_from_source
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.resultid import result_id
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef import jsonio
+from aefgate.aef.resultid import result_id
+from aefgate.aef.verifier import verify_run
 from aefgate.formats.assert_ai import iter_jsonl, open_run
 from tests._shared import EXAMPLES, SAMPLES
 from tests.formats.assert_ai.builders import edge_run

@@ -22,8 +22,8 @@ from aefgate.converters.assert_ai.common import EXT_NAME, ROOT
 from aefgate.converters.assert_ai.exporter import to_assert
 from aefgate.converters.assert_ai.importer import from_assert
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef import jsonio
+from aefgate.aef.verifier import verify_run
 from aefgate.formats.assert_ai.reader import open_run
 from tests._shared import SAMPLES, copy_run
 

@@ -18,8 +18,8 @@ from aefgate.converters.evaluation_api.importer import from_evaluation_api
 from aefgate.converters.evaluation_api.live import fetch_sessions
 from aefgate.converters.fidelity import fidelity, fidelity_from_source
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef import jsonio
+from aefgate.aef.verifier import verify_run
 from tests._shared import EXAMPLES, SAMPLES
 from tests.conftest import aefgate, one_json
 

@@ -326,7 +326,7 @@ def _unsealed_copy(run: Path, dst: Path) -> Path:
 
 
 def _reseal(run: Path) -> Path:
-    from aefgate.formats.aef.sealer import seal_run
+    from aefgate.aef.sealer import seal_run
 
     seal_run(run, sealed_by="producer")
     return run

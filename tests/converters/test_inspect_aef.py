@@ -20,16 +20,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import aefgate
-from aefgate.formats.aef import canonical
+from aefgate.aef import canonical
 from aefgate.converters import fidelity as fidelity_mod
 from aefgate.converters.inspect import common as inspect_common
 from aefgate.converters.inspect import exporter as inspect_exporter
 from aefgate.converters.inspect import importer as inspect_importer
 from aefgate.converters.inspect import losses as inspect_losses
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.resultid import result_id
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef import jsonio
+from aefgate.aef.resultid import result_id
+from aefgate.aef.verifier import verify_run
 from aefgate.formats.inspect import jsontext, open_log, write_log
 from tests._shared import EXAMPLES, SAMPLES, copy_run
 
@@ -169,7 +169,7 @@ def add_overlays(run: Path) -> None:
     """The corpus run completed-eval has overlays (aef-inspect/input is that run without them, README): one
     sealed annotate event, as the overlay writer appends it."""
     try:
-        from aefgate.formats.aef.decisions import decide
+        from aefgate.aef.decisions import decide
     except ImportError:  # pragma: no cover - the overlay writer ships with aefgate
         (run / "overlays").mkdir()
         event = {"schemaVersion": "1.0", "eventId": "ev-1", "kind": "annotate",
@@ -372,7 +372,7 @@ def test_an_import_whose_run_does_not_verify_is_refused_in11(tmp_path: Path) -> 
 def test_the_import_verifies_in_one_process(tmp_path: Path, monkeypatch) -> None:
     """The verification before the seal checks every line in the importing process (docs/design/bounded-memory.md:
     its memory does not grow with the run), where `aefgate verify` of the same run would use worker processes."""
-    from aefgate.formats.aef import verifier
+    from aefgate.aef import verifier
 
     monkeypatch.delenv("AEFGATE_WORKERS", raising=False)
     monkeypatch.setattr(verifier, "_PARALLEL_FROM", 0)  # any results.ndjson would be checked in workers
@@ -547,7 +547,7 @@ def test_import_refuses_bad_options(tmp_path: Path) -> None:
 
 
 def test_import_signs_the_seal_with_a_key(tmp_path: Path) -> None:
-    from aefgate.formats.aef.signatures import TrustPolicy, attestation_signed_by, keygen
+    from aefgate.aef.signatures import TrustPolicy, attestation_signed_by, keygen
 
     private, _, entry = keygen("ed25519", "ingest@example.com")
     key = tmp_path / "key.pem"
@@ -592,7 +592,7 @@ def test_export_refuses_a_second_judge_and_a_count_entry(tmp_path: Path) -> None
 
 def test_builder_streams_trials_and_rollups(tmp_path: Path) -> None:
     """RunBuilder.add_trial / add_rollup (added for this converter): lines in the order given, RES-8 checked."""
-    from aefgate.formats.aef.builder import RunBuilder
+    from aefgate.aef.builder import RunBuilder
 
     header = {"runId": "r-1", "subject": {"ref": "model:m", "kind": "model"}, "startedAt": "2026-10-01T10:00:00Z",
               "execution": {"targetMode": "live"},

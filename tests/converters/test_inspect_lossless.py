@@ -22,8 +22,8 @@ from aefgate.converters.inspect import records
 from aefgate.converters.inspect.exporter import to_inspect
 from aefgate.converters.inspect.importer import from_inspect
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef import jsonio
+from aefgate.aef.verifier import verify_run
 from tests.conftest import aefgate as run_cli
 
 read_eval_log = pytest.importorskip("inspect_ai.log").read_eval_log

@@ -15,8 +15,8 @@ from aefgate.converters.fidelity import fidelity
 from aefgate.converters.otel.exporter import to_otel
 from aefgate.converters.otel.importer import from_otel
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef import jsonio
+from aefgate.aef.verifier import verify_run
 from tests._shared import EXAMPLES, SAMPLES, copy_run
 from tests.conftest import aefgate, one_json
 from tests.converters.test_inspect_aef import assert_same_run, metrics_from_lines

@@ -17,8 +17,8 @@ import pytest
 
 from aefgate.converters.otel.importer import Unplaceable, from_otel
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef import jsonio
+from aefgate.aef.verifier import verify_run
 from tests.conftest import aefgate, one_json
 
 T_GROUNDED = 1_700_000_000_250_000_000  # the one event given a time: 2023-11-14T22:13:20.25Z

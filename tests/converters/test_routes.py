@@ -77,8 +77,8 @@ def _import(fmt: str, src: Path, dst: Path, **options) -> Path:
 def sources(tmp_path_factory) -> dict[str, Path]:
     """Every source run, named as the page names its row."""
     from aefgate.cli.app import _demo_scenario
-    from aefgate.formats.aef.produce import produce
-    from aefgate.formats.aef.sealer import seal_run
+    from aefgate.aef.produce import produce
+    from aefgate.aef.sealer import seal_run
 
     base = tmp_path_factory.mktemp("routes")
     out: dict[str, Path] = {}

@@ -14,7 +14,7 @@ import pytest
 
 from aefgate.converters.store_v1.importer import from_store_v1
 from aefgate.errors import Refusal
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef.verifier import verify_run
 from tests._shared import REPO
 from tests.formats.store_v1.workspace import (
     RUN1,
@@ -245,8 +245,8 @@ def test_content_capture_off(tmp_path: Path):
 
 
 def test_signed_with_key(tmp_path: Path):
-    from aefgate.formats.aef.signatures import TrustPolicy, keygen
-    from aefgate.formats.aef.verifier import verify_run as trusted
+    from aefgate.aef.signatures import TrustPolicy, keygen
+    from aefgate.aef.verifier import verify_run as trusted
 
     private, _public, entry = keygen("ecdsa-p256", "git:migrator@example.com")
     (tmp_path / "k.pem").write_bytes(private)

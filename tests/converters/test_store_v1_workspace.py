@@ -21,7 +21,7 @@ import pytest
 from aefgate.converters import batch
 from aefgate.converters.store_v1.migrate import existing_migrations, migrate_all
 from aefgate.errors import Refusal
-from aefgate.formats.aef.verifier import verify_run
+from aefgate.aef.verifier import verify_run
 from tests.conftest import aefgate, one_json
 from tests.formats.store_v1.workspace import RUN1, RUN2, SAMPLES, copy_sample
 

@@ -3,7 +3,7 @@
 - :func:`publish` / :func:`resume` and :class:`PublishReport` (:mod:`aefgate.bus.publish`);
 - the destinations: JetStream (:mod:`aefgate.bus.nats_sink`), HTTP (:mod:`aefgate.bus.http_sink`), a file or
   stdout; the wire forms (:mod:`aefgate.bus.codec`, with the CloudEvents NATS binding); the retry policy
-  (:mod:`aefgate.bus.retry`); the spool of unacknowledged events (:mod:`aefgate.bus.spool`).
+  (:mod:`aefgate.net.retry`); the spool of unacknowledged events (:mod:`aefgate.bus.spool`).
 """
 
 from aefgate.bus.publish import Destination, PublishReport, parse_destination, publish, resume

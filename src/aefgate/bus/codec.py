@@ -18,7 +18,7 @@ import re
 from typing import Iterable, Mapping
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
 from aefgate.formats.cloudevents import (
     BATCH_CONTENT_TYPE,
     STRUCTURED_CONTENT_TYPE,

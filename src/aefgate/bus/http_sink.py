@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from aefgate.bus import codec
-from aefgate.bus.retry import Policy, backoff, retry_after
+from aefgate.net.retry import Policy, backoff, retry_after
 from aefgate.bus.sinks import ACKED, FAILED, UNSENT, Item, ResultCallback
 
 _MAX_BODY = 64 * 1024  # the most of an answer's body read (enough for its first line)

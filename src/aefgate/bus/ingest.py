@@ -35,6 +35,7 @@ import socket
 import stat
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,11 +43,29 @@ from typing import Any, Callable, Iterator
 from urllib.parse import unquote, urlsplit
 
 from aefgate.bus.names import _SAFE, _token, run_name
-from aefgate.bus.otlp_bus import HDR_SIGNAL, journal_lines
-from aefgate.masking import mask_url
+from aefgate.bus.nats_connect import AuthFailed, connect, server_of
+from aefgate.bus.otlp_bus import HDR_SIGNAL, build_run, fetch_spans, journal_lines
+from aefgate.converters.aep import common as aep_common
+from aefgate.converters.aep import importer as aep_importer
+from aefgate.converters.aep.importer import import_events
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.fsutil import fsync_dir, fsync_tree
+from aefgate.aef import jsonio
+from aefgate.formats.cloudevents import (
+    BATCH_CONTENT_TYPE,
+    STRUCTURED_CONTENT_TYPE,
+    ce_forward,
+    ce_inverse,
+    from_http,
+)
+from aefgate.fsutil import atomic_write, fsync_dir, fsync_tree
+from aefgate.masking import kept_headers, mask, mask_url
+from aefgate.net.http_server import (
+    BodyError,
+    application,
+    metrics_server,
+    read_body,
+    start,
+)
 
 __all__ = [
     "IngestConfig",
@@ -87,8 +106,6 @@ def _now_text() -> str:
 
 
 def _log(message: str) -> None:
-    from aefgate.masking import mask
-
     sys.stderr.write(f"{_now_text()} ingest: {mask(message)}\n")
     sys.stderr.flush()
 
@@ -100,9 +117,6 @@ def check_event(event: Any, where: str) -> dict:
     """One event checked as the importer reads it (AEP-13): a JSON object, a valid AEP 0.x event, one of the three
     ``assessment.*`` types, with a session; the importer's own per-event checks. Returns the event; refuses with
     :class:`Refusal` (rule ``INGEST-2`` for a wrong type or major version, else the importer's rule)."""
-    from aefgate.converters.aep import common as aep_common
-    from aefgate.converters.aep import importer as aep_importer
-
     if not isinstance(event, dict):
         raise Refusal("AEP-13", "an event is a JSON object", where)
     version = event.get("aep")
@@ -114,14 +128,11 @@ def check_event(event: Any, where: str) -> dict:
     if etype not in aep_common.ASSESSMENT_TYPES:
         raise Refusal("INGEST-2", f"type {etype!r} is not an assessment event (AEP-0009): nothing to ingest",
                       where)
-    imp = aep_importer._Importer(None)  # the importer's checks on this event alone
-    imp.take(event, where)
+    aep_importer.check_event(event, where)  # the importer's checks on this event alone
     return event
 
 
 def _plain_or_structured(body: bytes, where: str) -> list[tuple[dict, bool]]:
-    from aefgate.formats.cloudevents import ce_inverse
-
     try:
         value = jsonio.loads(body, top_object=False)
     except jsonio.JsonProblem as e:
@@ -145,8 +156,6 @@ def decode_http(headers: dict[str, str], body: bytes, where: str) -> list[tuple[
     """The AEP events of one HTTP request, each with whether it came as a CloudEvent: binary mode (``ce-*``
     headers), structured (``application/cloudevents+json``), batch (``application/cloudevents-batch+json``), or
     plain AEP JSON (``application/json``: an event or an array of events)."""
-    from aefgate.formats.cloudevents import BATCH_CONTENT_TYPE, STRUCTURED_CONTENT_TYPE, from_http
-
     lower = {k.lower(): v for k, v in headers.items()}
     media = (lower.get("content-type") or "").split(";", 1)[0].strip().lower()
     if any(k.startswith("ce-") for k in lower) or media in (STRUCTURED_CONTENT_TYPE, BATCH_CONTENT_TYPE):
@@ -172,8 +181,6 @@ def _raw(headers: Any, body: bytes) -> dict:
     """A message as a dead letter keeps it: its body whole, and of its headers only the content type and the
     CloudEvents attributes (``redact.kept_headers``); the names of the others in ``headersLeftOut`` (never a
     value: ``Authorization``, ``Cookie``, ...)."""
-    from aefgate.masking import kept_headers
-
     try:
         text = body.decode("utf-8")
         msg: dict[str, Any] = {"body": text}
@@ -200,7 +207,7 @@ class DeadLetter:
         if target.startswith("nats:"):
             self.subject = target[len("nats:"):]
             if not self.subject:
-                raise Refusal("CLI-2", "a dead-letter subject is nats:SUBJECT", "--dead-letter")
+                raise Refusal("CLI-2", "a dead-letter subject is nats:SUBJECT", "option 'dead_letter'")
         else:
             self.path = Path(target) if os.path.isabs(target) or target != DEFAULT_DEAD_LETTER else out / target
         self.pending: list[bytes] = []
@@ -208,8 +215,6 @@ class DeadLetter:
         self.count = 0
 
     def add(self, refusal: Refusal, raw: dict) -> None:
-        from aefgate.masking import mask
-
         self.count += 1
         _log(f"dead-letter [{refusal.rule}] at {refusal.where}: {refusal.message}")
         rec = {"at": _now_text(), "rule": refusal.rule, "where": mask(refusal.where), "reason": mask(refusal.message),
@@ -372,8 +377,6 @@ class Store:
 
     def _pool(self):
         if self._executor is None:
-            from concurrent.futures import ThreadPoolExecutor
-
             self._executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="journal")
         return self._executor
 
@@ -423,9 +426,6 @@ class Store:
     def seal(self, name: str, *, idle: float | None = None, since_start: bool = True) -> SealOutcome | None:
         """Build, seal and commit the run of journal ``name`` (when it is idle for ``idle`` seconds; always with
         None). None when there is nothing to do (gone, locked by another process, no longer idle)."""
-        from aefgate.converters.aep.importer import import_events
-        from aefgate.formats.cloudevents import ce_forward
-
         path = self.journal / f"{name}.jsonl"
         fd = _open_locked(path, os.O_RDWR, blocking=False)
         if fd is None:
@@ -459,8 +459,6 @@ class Store:
                         self._drop(path)
                         return outcome
                     if "o" in recs[0]:  # OTLP records (bus/otlp_bus.py): the OpenTelemetry importer builds the run
-                        from aefgate.bus.otlp_bus import build_run
-
                         work = self.staging / f".{gname}-{secrets.token_hex(4)}.otlp"
                         try:
                             built = build_run(recs, stage, work, gen=gen, at=self.at, key=self.key,
@@ -536,16 +534,14 @@ NODE_FILE = "node"  # OUT/.ingest/node: the node's name, kept across restarts
 
 
 def node_name(out: Path, given: str | None = None) -> str:
-    """The node's name: ``--node`` when given (``[A-Za-z0-9_-]``, at most 64 characters), else the one kept in
+    """The node's name: ``node`` (the option) when given (``[A-Za-z0-9_-]``, at most 64 characters), else the one kept in
     ``OUT/.ingest/node``, else ``<hostname>-<12 hex digits of the SHA-256 of OUT's real path>`` (written there,
     so a restart with the same ``OUT`` is the same node even when the host name changed). Processes sharing one
     ``OUT`` are one node."""
-    from aefgate.fsutil import atomic_write
-
     kept = out / STATE_DIR / NODE_FILE
     if given is not None:
         if not given or len(given) > 64 or not set(given) <= _SAFE:
-            raise Refusal("CLI-2", "a node name is 1 to 64 characters of [A-Za-z0-9_-]", "--node")
+            raise Refusal("CLI-2", "a node name is 1 to 64 characters of [A-Za-z0-9_-]", "option 'node'")
         name = given
     else:
         try:
@@ -599,9 +595,16 @@ class Fleet:
         """Find or create the bucket, the forwarding stream and this node's consumer; several processes may do
         it at once (creating what exists with the same configuration is not an error; a lost race is retried
         by looking the thing up)."""
-        import nats.js.errors as jse
-        from nats.js.api import (AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, RetentionPolicy,
-                                 StorageType, StreamConfig)
+        import nats.js.errors as jse  # lazy: nats-py is heavy, and only the NATS source needs it
+        from nats.js.api import (
+            AckPolicy,
+            ConsumerConfig,
+            DeliverPolicy,
+            KeyValueConfig,
+            RetentionPolicy,
+            StorageType,
+            StreamConfig,
+        )
 
         where = f"nats stream {self.stream}, bucket {self.bucket}"
         for attempt in range(5):
@@ -661,7 +664,7 @@ class Fleet:
 
     async def _live(self) -> list[str]:
         """The live nodes (this one always among them), looked up at most once a second."""
-        import nats.js.errors as jse
+        import nats.js.errors as jse  # lazy: nats-py is heavy, and only the NATS source needs it
 
         if time.monotonic() - self.live_at >= 1.0:
             try:
@@ -676,7 +679,7 @@ class Fleet:
         """The node that owns the session ``name``. When nobody owns it yet, it is claimed for the live node that
         rendezvous hashing prefers (the highest SHA-256 of node name, NUL, run name): sessions spread over the
         fleet, whichever node took their first event; ``create`` is atomic, so the first claim wins."""
-        import nats.js.errors as jse
+        import nats.js.errors as jse  # lazy: nats-py is heavy, and only the NATS source needs it
 
         known = self.owners.get(name)
         if known is not None:
@@ -747,9 +750,9 @@ class IngestConfig:
 class _Service:
     def __init__(self, cfg: IngestConfig):
         if cfg.max_inflight < 1:
-            raise Refusal("CLI-2", "--max-inflight is at least 1", "--max-inflight")
+            raise Refusal("CLI-2", "option 'max_inflight' is at least 1", "option 'max_inflight'")
         if cfg.idle < 0:
-            raise Refusal("CLI-2", "--idle is a number of seconds >= 0", "--idle")
+            raise Refusal("CLI-2", "option 'idle' is a number of seconds >= 0", "option 'idle'")
         self.cfg = cfg
         self.store = Store(cfg.out, at=cfg.at, key=cfg.key, target_mode=cfg.target_mode)
         self.dead = DeadLetter(cfg.dead_letter or DEFAULT_DEAD_LETTER, cfg.out)
@@ -868,17 +871,20 @@ class _Service:
     # NATS -----------------------------------------------------------------------------------------------------
 
     async def run_nats(self) -> None:
-        import nats
-        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+        import nats  # lazy: nats-py is heavy, and only the NATS source needs it
+        from nats.js.api import (  # lazy: as above
+            AckPolicy,
+            ConsumerConfig,
+            DeliverPolicy,
+        )
 
         u = urlsplit(self.cfg.source)
         subject = unquote(u.path.lstrip("/"))
         if not subject:
-            raise Refusal("CLI-2", "--from nats://HOST:PORT/SUBJECT names a subject", "--from")
+            raise Refusal("CLI-2", "option 'source' (nats://HOST:PORT/SUBJECT) names a subject", "option 'source'")
         if not self.cfg.durable:
-            raise Refusal("CLI-2", "a NATS source needs --durable NAME (the shared pull consumer)", "--durable")
-        from aefgate.bus.nats_connect import AuthFailed, connect, server_of
-
+            raise Refusal("CLI-2", "a NATS source needs option 'durable' (a name: the shared pull consumer)",
+                          "option 'durable'")
         server = mask_url(server_of(self.cfg.source))  # what the log shows: no credentials
         last_error: list[str] = [""]
 
@@ -921,8 +927,6 @@ class _Service:
             loop = asyncio.get_running_loop()
 
             def spans(where: str, trace_ids: list[str]) -> list[dict]:  # called by a seal, in a worker thread
-                from aefgate.bus.otlp_bus import fetch_spans
-
                 return asyncio.run_coroutine_threadsafe(fetch_spans(js, where, trace_ids), loop).result(120)
 
             self.store.fetch_spans = spans
@@ -1022,7 +1026,7 @@ class _Service:
         ``DRAIN_MAX`` seconds (a drain: the other nodes' last batches, forwarded within a second of a fleet-wide
         SIGTERM, land here before this node seals; when the others keep running, what they forward later waits in
         the stream for this node's next start)."""
-        import nats
+        import nats  # lazy: nats-py is heavy, and only the NATS source needs it
 
         assert self.fleet is not None
         quiet = 0
@@ -1075,12 +1079,12 @@ class _Service:
     # HTTP -----------------------------------------------------------------------------------------------------
 
     async def run_http(self) -> None:
-        """The HTTP intake, on the services' one HTTP layer (:mod:`aefgate.bus.http_server`: aiohttp, its limits):
+        """The HTTP intake, on the services' one HTTP layer (:mod:`aefgate.net.http_server`: aiohttp, its limits):
         ``POST`` any path (CloudEvents binary, structured or batch mode, or plain AEP JSON), ``GET /healthz`` and
         ``/stats``; another method is 405."""
-        from aiohttp import web
-
-        from aefgate.bus.http_server import BodyError, application, read_body, start
+        from aiohttp import (
+            web,  # lazy: the services' dependency, not every command's (aefgate.bus's import)
+        )
 
         u = urlsplit(self.cfg.source)
         host, port = u.hostname or "127.0.0.1", u.port or 8080
@@ -1156,7 +1160,9 @@ class _StatsCollector:
         self.stats = stats
 
     def collect(self):
-        from prometheus_client.core import CounterMetricFamily
+        from prometheus_client.core import (
+            CounterMetricFamily,  # lazy: only with metrics asked for
+        )
 
         for k, v in self.stats.as_dict().items():
             if k != "seconds":
@@ -1167,9 +1173,9 @@ async def _serve(cfg: IngestConfig) -> Stats:
     svc = _Service(cfg)
     svc._signals()
     if cfg.metrics_listen:
-        from prometheus_client import CollectorRegistry
-
-        from aefgate.bus.http_server import metrics_server
+        from prometheus_client import (
+            CollectorRegistry,  # lazy: only with metrics asked for
+        )
 
         registry = CollectorRegistry()
         registry.register(_StatsCollector(svc.stats))
@@ -1180,7 +1186,7 @@ async def _serve(cfg: IngestConfig) -> Stats:
     elif scheme == "http":
         await svc.run_http()
     else:
-        raise Refusal("CLI-2", "--from is nats://HOST:PORT/SUBJECT or http://HOST:PORT", "--from")
+        raise Refusal("CLI-2", "option 'source' is nats://HOST:PORT/SUBJECT or http://HOST:PORT", "option 'source'")
     return svc.stats
 
 
@@ -1189,11 +1195,12 @@ def serve_ingest(cfg: IngestConfig) -> Stats:
     a NATS subject no stream holds (``INGEST-3``)."""
     scheme = urlsplit(cfg.source).scheme
     if scheme not in ("nats", "http"):
-        raise Refusal("CLI-2", "--from is nats://HOST:PORT/SUBJECT or http://HOST:PORT", "--from")
+        raise Refusal("CLI-2", "option 'source' is nats://HOST:PORT/SUBJECT or http://HOST:PORT", "option 'source'")
     if scheme == "http" and (cfg.dead_letter or "").startswith("nats:"):
-        raise Refusal("CLI-2", "a nats: dead-letter subject needs a NATS source; give a file", "--dead-letter")
+        raise Refusal("CLI-2", "a nats: dead-letter subject needs a NATS source; give a file", "option 'dead_letter'")
     if scheme == "http" and cfg.node is not None:
-        raise Refusal("CLI-2", "--node names a node of a NATS fleet; an HTTP intake is one host's", "--node")
+        raise Refusal("CLI-2", "option 'node' names a node of a NATS fleet; an HTTP intake is one host's",
+                      "option 'node'")
     if scheme == "http" and cfg.nats_auth is not None and cfg.nats_auth.given():
         raise Refusal("CLI-2", "the NATS connection options (TLS, credentials, NKEY, token) go with a NATS source",
                       "nats_auth")

@@ -137,7 +137,7 @@ class AuthFailed(Exception):
 
 def auth_failure(e: BaseException) -> str | None:
     """Why ``e`` is an authentication failure (a text without secrets), or None when it is not one."""
-    import nats.errors
+    import nats.errors  # lazy: nats-py is heavy, loaded only for a NATS destination
 
     text = str(e)
     low = text.lower()
@@ -160,7 +160,7 @@ async def connect(url: str, auth: NatsAuth | None, *, timeout: float | None = No
     answer (``max_reconnect_attempts=-1`` unless given) until ``timeout`` seconds (None: no bound) or ``stop`` is
     set (then None is returned). :class:`AuthFailed` as soon as the server refuses the credentials or TLS fails;
     :class:`asyncio.TimeoutError` past ``timeout``. ``options`` go to ``nats.connect`` (``name``, callbacks, ...)."""
-    import nats
+    import nats  # lazy: nats-py is heavy, loaded only for a NATS destination
 
     failed: list[str] = []
     failed_event = asyncio.Event()

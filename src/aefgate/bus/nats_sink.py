@@ -13,20 +13,24 @@ deadline; any other JetStream error is permanent. The first event given up stops
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
 import time
 from typing import Any
 
 from aefgate.bus import codec
-from aefgate.bus.retry import Policy, backoff
+from aefgate.bus.nats_connect import AuthFailed, connect
 from aefgate.bus.sinks import ACKED, DUPLICATE, FAILED, Item, ResultCallback
 from aefgate.errors import Refusal
+from aefgate.masking import mask
+from aefgate.net.retry import Policy, backoff
 
 _BAD_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def stream_name(subject: str) -> str:
-    """The stream ``--create-stream`` makes for ``subject``: upper case, every character other than a letter, digit,
+    """The stream ``create_stream`` makes for ``subject``: upper case, every character other than a letter, digit,
     ``_`` or ``-`` (``.`` first of all) written ``_``: ``aef.results`` -> ``AEF_RESULTS``."""
     return _BAD_NAME.sub("_", subject).upper()
 
@@ -36,8 +40,8 @@ async def _quiet(*_args: Any) -> None:
 
 
 def _retryable(e: BaseException) -> bool:
-    import nats.errors
-    import nats.js.errors as jse
+    import nats.errors  # lazy: nats-py is heavy, loaded only for a NATS destination
+    import nats.js.errors as jse  # lazy: nats-py is heavy, loaded only for a NATS destination
 
     if isinstance(e, (jse.NoStreamResponseError, jse.ServiceUnavailableError)):
         return True
@@ -49,7 +53,7 @@ def _retryable(e: BaseException) -> bool:
 def _api_error(err: dict) -> Exception:
     """The nats-py exception for a JetStream API error ``{"code", "err_code", "description"}`` (503:
     ``ServiceUnavailableError``, retried; any other code: permanent)."""
-    import nats.js.errors as jse
+    import nats.js.errors as jse  # lazy: nats-py is heavy, loaded only for a NATS destination
 
     code = err.get("code")
     kw = {"code": code if type(code) is int else None, "err_code": err.get("err_code"),
@@ -66,16 +70,12 @@ _RAW_MEMBERS = ("_send_command", "_flush_queue", "_flush_pending", "_pending_dat
 def raw_path(nc: Any) -> bool:
     """Whether header blocks can be sent as they are on this nats-py client ("The wire", docs/design/bus.md): it has
     the members nats-py's own ``publish`` uses (2.9 to 2.16), and ``AEFGATE_NATS_RAW`` is not ``0``."""
-    import os
-
     if os.environ.get("AEFGATE_NATS_RAW", "").strip() == "0":
         return False
     return all(hasattr(nc, m) for m in _RAW_MEMBERS) and isinstance(getattr(nc, "stats", None), dict)
 
 
 def _describe(e: BaseException) -> str:
-    from aefgate.masking import mask
-
     text = str(e).strip() or type(e).__name__
     return mask(f"{type(e).__name__}: {text}" if type(e).__name__ not in text else text)
 
@@ -113,16 +113,14 @@ class NatsSink:
     # -- connection ------------------------------------------------------------------------------------------------
 
     async def open(self) -> None:
-        import nats
-        import nats.js.errors as jse
+        import nats  # lazy: nats-py is heavy, loaded only for a NATS destination
+        import nats.js.errors as jse  # lazy: nats-py is heavy, loaded only for a NATS destination
 
         self._slots = asyncio.Semaphore(self.window)
         self._idle = asyncio.Event()
         self._idle.set()
         deadline = time.monotonic() + self.policy.timeout
         attempt = 0
-        from aefgate.bus.nats_connect import AuthFailed, connect
-
         while True:
             remaining = deadline - time.monotonic()
             try:
@@ -157,7 +155,7 @@ class NatsSink:
             if self.stream is None:
                 if not self.create_stream:
                     raise Refusal("PUB-4", f"no JetStream stream covers the subject {subject!r}: create one, or "
-                                  f"pass --create-stream", self.dest.display)
+                                  f"give option 'create_stream'", self.dest.display)
                 self.stream = stream_name(subject)
                 await self.js.add_stream(name=self.stream, subjects=[subject])
                 self.created = True
@@ -174,7 +172,7 @@ class NatsSink:
         except Exception as e:
             self.fatal = f"cannot subscribe at {self.dest.display}: {_describe(e)}"
             return
-        import nats.errors
+        import nats.errors  # lazy: nats-py is heavy, loaded only for a NATS destination
 
         self._errors = nats.errors
         self._raw = raw_path(self.nc)
@@ -282,10 +280,8 @@ class NatsSink:
 
     def _answer(self, item: Item, headers: Any, data: bytes) -> None:
         """Any answer other than a plain PubAck: read in full."""
-        import json
-
-        import nats.errors
-        import nats.js.errors as jse
+        import nats.errors  # lazy: nats-py is heavy, loaded only for a NATS destination
+        import nats.js.errors as jse  # lazy: nats-py is heavy, loaded only for a NATS destination
 
         status = (headers or {}).get("Status")
         if not data and status is not None:

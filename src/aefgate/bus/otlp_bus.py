@@ -35,11 +35,19 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import unquote, urlsplit
 
 from aefgate.bus.names import _token, run_name
-from aefgate.converters.otel.common import RUN_ID_KEY, group_key, is_evaluation, run_id_part
-from aefgate.masking import mask, mask_url
+from aefgate.bus.nats_connect import AuthFailed, connect
+from aefgate.converters.otel.common import (
+    RUN_ID_KEY,
+    group_key,
+    is_evaluation,
+    run_id_part,
+)
+from aefgate.converters.otel.importer import EventCheck, from_otel
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
+from aefgate.aef.times import parse_time
 from aefgate.formats.otlp import attributes, decode_body, is_null_id, value_of
+from aefgate.masking import mask, mask_url
 
 __all__ = [
     "Publisher",
@@ -148,9 +156,9 @@ class Publisher:
         u = urlsplit(url)
         self.subject = unquote(u.path.lstrip("/"))
         if u.scheme != "nats" or not u.hostname or not self.subject or any(c in self.subject for c in " *>"):
-            raise Refusal("CLI-2", f"--bus is nats://HOST:PORT/SUBJECT (a subject without wildcards), not "
+            raise Refusal("CLI-2", f"option 'bus' is nats://HOST:PORT/SUBJECT (a subject without wildcards), not "
                           f"{mask_url(url)!r}",
-                          "--bus")
+                          "option 'bus'")
         self.server = f"nats://{u.hostname}:{u.port or 4222}"
         self.url = url
         self.nats_auth = nats_auth  # bus.nats_connect.NatsAuth: TLS, credentials file, NKEY, token
@@ -167,20 +175,21 @@ class Publisher:
         return f"{self.subject}.trace"
 
     async def connect(self) -> None:
-        import nats
-        import nats.js.errors as jse
-        from nats.js.api import RetentionPolicy, StorageType, StreamConfig
-
-        from aefgate.bus.nats_connect import AuthFailed, connect
+        import nats.js.errors as jse  # lazy: nats-py is heavy, and only a bus service needs it
+        from nats.js.api import (  # lazy: as above
+            RetentionPolicy,
+            StorageType,
+            StreamConfig,
+        )
 
         try:
             self.nc = await connect(self.url, self.nats_auth, timeout=self.timeout, connect_timeout=self.timeout,
                                     reconnect_time_wait=0.5, name="aefgate-serve-otlp")
         except AuthFailed as e:
-            raise Refusal("OTLP-4", f"NATS authentication failed: {e}", "--bus") from None
+            raise Refusal("OTLP-4", f"NATS authentication failed: {e}", "option 'bus'") from None
         except Exception as e:
-            raise Refusal("OTLP-3", f"cannot connect to {self.server}: {mask(f'{type(e).__name__}: {e}')}", "--bus",
-                          exit_code=1) from None
+            raise Refusal("OTLP-3", f"cannot connect to {self.server}: {mask(f'{type(e).__name__}: {e}')}",
+                          "option 'bus'", exit_code=1) from None
         self.js = self.nc.jetstream(timeout=self.timeout)
         try:
             try:
@@ -201,8 +210,8 @@ class Publisher:
             raise
         except Exception as e:
             await self.close()
-            raise Refusal("OTLP-3", f"JetStream at {self.server}: {mask(f'{type(e).__name__}: {e}')}", "--bus",
-                          exit_code=1) from None
+            raise Refusal("OTLP-3", f"JetStream at {self.server}: {mask(f'{type(e).__name__}: {e}')}",
+                          "option 'bus'", exit_code=1) from None
         self.limit = max(4096, int(getattr(self.nc, "max_payload", 1 << 20) or (1 << 20)) - 4096)
 
     async def publish(self, signal: str, doc: dict, digest: str, subject: str | None = None,
@@ -246,15 +255,13 @@ def journal_lines(headers: dict[str, str], data: bytes, where: str, seq: int | N
     where, "n": stream sequence, "j": journal name, "g": [kind, value], "o": OTLP/JSON piece, "t": where the
     spans are, "s": subject}``. Every evaluation event is checked on its own first (OT-6); a message is taken whole
     or not at all."""
-    from aefgate.converters.otel.importer import _Events
-
     signal = headers.get(HDR_SIGNAL)
     if signal != "logs":
         raise Refusal("INGEST-1", f"{HDR_SIGNAL}: {signal!r}: the ingest reads logs messages; spans are read from "
                       "their trace subjects when a run is sealed", where)
     ctype = headers.get("Content-Type") or "application/json"
     doc = decode_body(data, "logs", content_type=ctype, where=where)
-    check = _Events(True)
+    check = EventCheck()
     groups: dict[tuple[str, str], list[tuple[dict, dict, dict]]] = {}
     for rl in doc.get("resourceLogs") or ():
         res = attributes((rl.get("resource") or {}).get("attributes"))
@@ -264,8 +271,7 @@ def journal_lines(headers: dict[str, str], data: bytes, where: str, seq: int | N
                 if not isinstance(rec, dict):
                     raise Refusal("OTLP-1", "a logRecord is an object", where)
                 if is_evaluation(rec):
-                    check.seen.clear()
-                    check._event(rec, where)
+                    check.line(rec, where)
                 groups.setdefault(group_key(rec, res_run, service), []).append((rl, sl, rec))
     rejected: dict[tuple[str, str], int] = {}
     if headers.get(HDR_REJECTED):
@@ -326,10 +332,8 @@ def build_run(records: Iterable[dict], stage: Path, work: Path, *, gen: int, at:
               target_mode: str | None, fetch_spans: Callable[[str, list[str]], list[dict]] | None) -> Built | None:
     """The run of a group's journal records (in stream order, repeats already dropped) at ``stage``. None when
     they hold no evaluation event (the group's other logs make no run)."""
-    from aefgate.converters.otel.importer import _Events, from_otel
-    from aefgate.formats.aef.times import parse_time
-
-    check = _Events(True)
+    check = EventCheck()
+    seen: set[bytes] = set()  # the marks of the results placed: a later event repeating one is OT-6
     built = Built()
     last: str | None = None  # the latest event time: a fixed seal time (--at-fixed) never precedes the run's end
     docs: list[dict] = []
@@ -348,7 +352,7 @@ def build_run(records: Iterable[dict], stage: Path, work: Path, *, gen: int, at:
         for rl, sl, lr in _items(rec["o"], "logs"):
             if is_evaluation(lr):
                 try:
-                    line = check._event(lr, rec["w"])
+                    line = check.line(lr, rec["w"], seen=seen)
                 except Refusal as r:  # a later event repeating a (case, metric): OT-6, dead-lettered
                     built.dropped.append((r, lr))
                     continue
@@ -398,7 +402,7 @@ def build_run(records: Iterable[dict], stage: Path, work: Path, *, gen: int, at:
 async def fetch_spans(js: Any, where: str, trace_ids: list[str]) -> list[dict]:
     """The stored trace pieces of ``trace_ids`` (``where`` = ``"<stream> <subject prefix>"``), in stream order per
     trace, the traces in the order given."""
-    import nats.js.errors as jse
+    import nats.js.errors as jse  # lazy: nats-py is heavy, and only a bus service needs it
 
     stream, _, prefix = where.partition(" ")
     out: list[dict] = []

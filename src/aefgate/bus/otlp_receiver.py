@@ -39,6 +39,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -50,12 +51,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from aefgate.bus.otlp_bus import has_spans
-from aefgate.converters.otel.common import RUN_ID_KEY, group_key, is_evaluation, result_mark, run_id_part
+from aefgate.bus.otlp_bus import Publisher, has_spans
+from aefgate.converters.otel.common import (
+    RUN_ID_KEY,
+    group_key,
+    is_evaluation,
+    result_mark,
+    run_id_part,
+)
+from aefgate.converters.otel.importer import EventCheck, Unplaceable, from_otel
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.otlp import MAX_BODY, attributes, decode_body, is_null_id, value_of
+from aefgate.aef import jsonio
+from aefgate.aef.signatures import signing_key_of
+from aefgate.formats.otlp import (
+    MAX_BODY,
+    attributes,
+    decode_body,
+    is_null_id,
+    to_json,
+    value_of,
+)
 from aefgate.fsutil import fsync_dir
+from aefgate.masking import mask
+from aefgate.net.http_server import (
+    BodyError,
+    application,
+    hostport,
+    metrics_server,
+    read_body,
+    start,
+)
 
 __all__ = ["Receiver", "serve"]
 
@@ -219,9 +244,7 @@ class Assembler:
     def add_logs(self, seq: int, doc: dict, now: float, marks: bool = False) -> set[str]:
         """Place a journaled request's records in their groups; with ``marks`` (a replay), also note each event's
         result mark, which the intake check noted when the request came. Returns the run ids of those groups."""
-        from aefgate.converters.otel.importer import _Events
-
-        check = _Events(True) if marks else None
+        check = EventCheck() if marks else None
         runs: set[str] = set()
         for rl in doc.get("resourceLogs") or ():
             res = attributes((rl.get("resource") or {}).get("attributes"))
@@ -242,11 +265,9 @@ class Assembler:
                     for rec in recs:
                         if is_evaluation(rec):
                             g.events += 1
-                            if check is not None:
-                                try:
-                                    g.seen.add(result_mark(check._line(rec, attributes(rec.get("attributes")), "")))
-                                except Refusal:
-                                    pass
+                            mark = check.mark(rec) if check is not None else None
+                            if mark is not None:
+                                g.seen.add(mark)
                             if not is_null_id(rec.get("traceId")):
                                 g.trace_ids.add(rec["traceId"].lower())
         return runs
@@ -301,10 +322,8 @@ def check_records(doc: dict, where: str, asm: Assembler | None = None) -> tuple[
     """The logs request without the evaluation events the page cannot place (each checked on its own by the
     importer's own check, OT-6 and [ENC-3]; and, with ``asm``, against the results its run already holds: the same
     case, metric and trial again), and what was rejected, by reason and by group."""
-    from aefgate.converters.otel.importer import Unplaceable, _Events
-
     out = Rejections()
-    check = _Events(True)
+    check = EventCheck()
     for rl in doc.get("resourceLogs") or ():
         res = attributes((rl.get("resource") or {}).get("attributes"))
         service = value_of(res.get("service.name"))
@@ -315,16 +334,14 @@ def check_records(doc: dict, where: str, asm: Assembler | None = None) -> tuple[
                 if is_evaluation(rec):
                     a = attributes(rec.get("attributes"))
                     key = group_key(rec, res_run, service, a)
-                    check.seen.clear()
                     try:
-                        line = check._event(rec, where, a)
+                        line = check.line(rec, where, a)
                         if asm is not None:
                             g = asm.groups.get(key)
                             mark = result_mark(line)
                             seen = g.seen if g is not None else asm.pending.setdefault(key, set())
                             if mark in seen:
-                                check.seen.add(mark)
-                                line = check._event(rec, where, a)  # raises: the same result again
+                                check.line(rec, where, a, seen=seen)  # raises: the same result again (OT-6)
                             seen.add(mark)
                             out.noted.append((seen, mark))
                     except Unplaceable as e:
@@ -536,8 +553,6 @@ class Receiver:
         of :func:`aefgate.fsutil.atomic_dir`): at start (a previous process was killed), and at every exit. Never
         acknowledged data: a request is acknowledged once in the journal, and the journal keeps it until its run
         is renamed into place. Returns how many were removed."""
-        import re
-
         n = 0
         tmp = re.compile(r"^\..+\.tmp-[0-9a-f]{8}$")
         for p in [*self.state.glob(".build-*"), *(p for p in self.out.glob(".*.tmp-*") if tmp.match(p.name))]:
@@ -551,7 +566,9 @@ class Receiver:
     # -- HTTP ---------------------------------------------------------------------------------------------------
 
     async def handle(self, request: Any, signal_name: str) -> Any:
-        from aiohttp import web
+        from aiohttp import (
+            web,  # lazy: the services' dependency, not every command's (aefgate.bus's import)
+        )
 
         ctype = request.headers.get("Content-Type", "")
         kind = ctype.split(";")[0].strip().lower()
@@ -559,8 +576,6 @@ class Receiver:
         if kind not in ("application/x-protobuf", "application/json"):
             return self._error(415, f"Content-Type {ctype!r}: application/x-protobuf or application/json", False,
                                signal_name)
-        from aefgate.bus.http_server import BodyError, read_body
-
         try:
             body = await read_body(request, self.max_body)
         except BodyError as e:
@@ -578,8 +593,6 @@ class Receiver:
         except Refusal as e:  # --bus: a record larger than a bus message
             return self._error(413, e.message, as_json, signal_name)
         except Exception as e:  # unforeseen: one line on stderr (masked), never a traceback quoting the request
-            from aefgate.masking import mask
-
             self.say(f"error     {signal_name} request not taken: {type(e).__name__}: {mask(e)}")
             self._count(signal_name, 500)
             return web.Response(status=500,
@@ -648,26 +661,31 @@ class Receiver:
             self.metrics.requests.labels(signal_name, str(status)).inc()
 
     def _success(self, signal_name: str, as_json: bool, rejected: int, reason: str) -> Any:
-        from aiohttp import web
+        from aiohttp import web  # lazy: as in handle
 
+        # lazy: the protobuf classes are heavy, and only an answer needs them
         if signal_name == "logs":
-            from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse as R
+            from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+                ExportLogsServiceResponse as R,
+            )
         else:
-            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse as R
+            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+                ExportTraceServiceResponse as R,
+            )
         resp = R()
         if rejected:
             resp.partial_success.rejected_log_records = rejected
             resp.partial_success.error_message = reason
         if as_json:
-            from google.protobuf.json_format import MessageToJson
+            from google.protobuf.json_format import MessageToJson  # lazy: as above
 
             return web.Response(status=200, body=MessageToJson(resp, indent=None).encode(),
                                 content_type="application/json")
         return web.Response(status=200, body=resp.SerializeToString(), content_type="application/x-protobuf")
 
     def _error(self, status: int, message: str, as_json: bool, signal_name: str) -> Any:
-        from aiohttp import web
-        from google.rpc import status_pb2
+        from aiohttp import web  # lazy: as in handle
+        from google.rpc import status_pb2  # lazy: the protobuf classes are heavy
 
         self._count(signal_name, status)
         if self.metrics is not None:
@@ -818,8 +836,6 @@ class Receiver:
         return True
 
     def _build(self, g: Group, docs: list[dict], traces: list[dict]) -> bool:
-        from aefgate.converters.otel.importer import from_otel
-
         dest = self.out / g.run_id
         if dest.exists():  # built before a crash that came before its journal mark
             return True
@@ -896,7 +912,7 @@ class Receiver:
 
 
 class BusReceiver(Receiver):
-    """``--bus nats://HOST:PORT/SUBJECT``: a request's records go to JetStream (:class:`aefgate.bus.otlp_bus.
+    """``bus=nats://HOST:PORT/SUBJECT``: a request's records go to JetStream (:class:`aefgate.bus.otlp_bus.
     Publisher`) and the answer is 200 once JetStream acknowledged every message of it; the ``serve ingest`` fleet
     builds the runs. No journal and no run here; the evaluation events are checked on their own (OT-6) as without
     the bus, the repeats of a (case, metric) in a run are left out when the run is built."""
@@ -921,7 +937,7 @@ class BusReceiver(Receiver):
         if signal_name == "logs":
             doc, rej = check_records(doc, "body")
         if self.inflight >= self.queue_bound:
-            raise QueueFull("more requests wait for JetStream than --queue")
+            raise QueueFull("more requests wait for JetStream than option 'queue' allows")
         self.inflight += 1
         try:
             await self.bus.publish(signal_name, doc, digest, self.subject, rej.groups)
@@ -955,7 +971,11 @@ def _records(doc: dict, signal_name: str) -> int:
 
 class Metrics:
     def __init__(self) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge
+        from prometheus_client import (  # lazy: only with metrics asked for
+            CollectorRegistry,
+            Counter,
+            Gauge,
+        )
 
         self.registry = CollectorRegistry()
         r = self.registry
@@ -976,16 +996,17 @@ async def _grpc_server(rx: Receiver, listen: str) -> Any:
     """OTLP/gRPC (``LogsService/Export``, ``TraceService/Export``) on ``listen``, the same intake as HTTP: the
     answer comes once the records are journaled; ``RESOURCE_EXHAUSTED`` when the journal is behind (the exporters
     retry it), ``INVALID_ARGUMENT`` for a request the mapping cannot read."""
-    try:
+    try:  # lazy: grpc is an optional extra (aefgate[grpc])
         import grpc
         from opentelemetry.proto.collector.logs.v1 import logs_service_pb2 as lpb
         from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc as lgrpc
         from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as tpb
-        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc as tgrpc
+        from opentelemetry.proto.collector.trace.v1 import (
+            trace_service_pb2_grpc as tgrpc,
+        )
     except ImportError:
-        raise Refusal("CLI-3", "--grpc-listen needs the grpc extra: pip install 'aefgate[grpc]'",
-                      "--grpc-listen") from None
-    from aefgate.formats.otlp import to_json
+        raise Refusal("CLI-3", "option 'grpc_listen' needs the grpc extra: pip install 'aefgate[grpc]'",
+                      "option 'grpc_listen'") from None
 
     async def export(signal_name: str, request: Any, context: Any, response: Any) -> Any:
         try:
@@ -1025,13 +1046,6 @@ async def _grpc_server(rx: Receiver, listen: str) -> Any:
     return server
 
 
-def _hostport(text: str, option: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not host or not 0 < int(port) < 65536:
-        raise Refusal("CLI-2", f"{option} is HOST:PORT (a port 1-65535), not {text!r}", option)
-    return host.strip("[]"), int(port)
-
-
 def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318", metrics_listen: str | None = None,
           idle: float = 5.0, key: Any = None, max_body: int = 16 * 1024 * 1024, queue: int = 1024,
           subject: str | None = None, say: Callable[[str], None] | None = None,
@@ -1044,35 +1058,37 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
     ``drain``: the seconds SIGTERM may take (the requests under way answered, the open runs sealed; what is left
     stays journaled for the next start). ``dedup_window``: the seconds a sealed run's request bodies are still
     recognised as retries (:class:`Bodies`)."""
-    from aiohttp import web
+    from aiohttp import (
+        web,  # lazy: the services' dependency, not every command's (aefgate.bus's import)
+    )
 
-    from aefgate.formats.aef.signatures import signing_key_of
-
-    host, port = _hostport(listen, "--listen")
+    host, port = hostport(listen, "listen")
     if grpc_listen is not None:
-        _hostport(grpc_listen, "--grpc-listen")
+        hostport(grpc_listen, "grpc_listen")
     if idle <= 0 or max_body <= 0 or queue <= 0:
-        raise Refusal("CLI-2", "--idle, --max-body and --queue are more than 0", "--idle")
+        raise Refusal("CLI-2", "option 'idle', option 'max_body' and option 'queue' are more than 0",
+                      "option 'idle'")
     if not 0 < drain <= 3600:
-        raise Refusal("CLI-2", "--drain-timeout is more than 0 and at most 3600 seconds", "--drain-timeout")
+        raise Refusal("CLI-2", "option 'drain' is more than 0 and at most 3600 seconds", "option 'drain'")
     if not 0 <= dedup_window <= 86400:
-        raise Refusal("CLI-2", "--dedup-window is 0 to 86400 seconds", "--dedup-window")
+        raise Refusal("CLI-2", "option 'dedup_window' is 0 to 86400 seconds", "option 'dedup_window'")
     if max_body > MAX_BODY:
-        raise Refusal("CLI-2", f"--max-body is at most {MAX_BODY}", "--max-body")
+        raise Refusal("CLI-2", f"option 'max_body' is at most {MAX_BODY}", "option 'max_body'")
     if subject is not None and not subject:
-        raise Refusal("CLI-2", "--subject is not empty", "--subject")
+        raise Refusal("CLI-2", "option 'subject' is not empty", "option 'subject'")
     publisher = None
     if bus is not None:
-        from aefgate.bus.otlp_bus import Publisher
-
         if not 0 < bus_timeout <= 600:
-            raise Refusal("CLI-2", "--bus-timeout is more than 0 and at most 600 seconds", "--bus-timeout")
+            raise Refusal("CLI-2", "option 'bus_timeout' is more than 0 and at most 600 seconds",
+                          "option 'bus_timeout'")
         publisher = Publisher(bus, timeout=bus_timeout, nats_auth=nats_auth)
         if out is not None or key is not None:
-            raise Refusal("CLI-2", "with --bus the runs are built, sealed and signed by serve ingest (its --out and "
-                          "--key): give neither --out nor --key here", "--out" if out is not None else "--key")
+            raise Refusal("CLI-2", "with option 'bus' the runs are built, sealed and signed by serve ingest (its "
+                          "option 'out' and option 'key'): give neither option 'out' nor option 'key' here",
+                          "option 'out'" if out is not None else "option 'key'")
     elif out is None:
-        raise Refusal("CLI-2", "--out DIR (where the runs go), or --bus nats://HOST:PORT/SUBJECT", "--out")
+        raise Refusal("CLI-2", "option 'out' (the folder where the runs go), or option 'bus' "
+                      "(nats://HOST:PORT/SUBJECT)", "option 'out'")
     signing_key = signing_key_of(key)
     outdir = Path(out) if out is not None else None
     if outdir is not None:
@@ -1081,8 +1097,6 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
         outdir.mkdir(parents=True, exist_ok=True)
     metrics = Metrics() if metrics_listen else None
     if metrics is not None:
-        from aefgate.bus.http_server import metrics_server
-
         metrics_server(metrics_listen, metrics.registry)
     say = say or (lambda s: None)
     if publisher is not None:
@@ -1094,8 +1108,6 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
                       metrics=metrics, dedup_window=dedup_window)
 
     async def main() -> None:
-        from aefgate.bus.http_server import application, start
-
         if publisher is not None:
             await publisher.connect()  # before listening: a request is taken only when it can be published
         else:

@@ -1,5 +1,5 @@
 """The producer of ``aefgate publish``: verify, export and encode in a forked child, in one pass over the run
-(docs/design/bus.md, "Pipeline"; :mod:`aefgate.formats.aef.onepass`).
+(docs/design/bus.md, "Pipeline"; :mod:`aefgate.aef.onepass`).
 
 :class:`Producer` forks a child process that checks the export's options (as ``export_events`` does), then runs the
 one pass itself: :func:`verifier.verify_run` (with a mapper) verifies the run (AEP-1; with its own worker processes for a large
@@ -38,15 +38,20 @@ import os
 import pickle
 import signal
 import struct
+import tempfile
 import time
 import traceback
 from typing import Any, AsyncIterator, Iterable, Iterator
 
 import msgspec
 
+from aefgate.bus import codec
 from aefgate.bus.sinks import Item
-from aefgate.errors import Refusal
-from aefgate.formats.aef.onepass import LineMapper
+from aefgate.converters.aep import exporter as aep_exporter
+from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.aef import jsonio
+from aefgate.aef.onepass import LineMapper, MappingError
+from aefgate.formats.cloudevents import STRUCTURED_CONTENT_TYPE, mapping
 
 FRAME = 256  # events per frame
 _HEAD = struct.Struct("<cI")
@@ -79,9 +84,6 @@ def _encoder(kind: str, fmt: str, mode: str, batch: int, spool_lines: bool):
     ``Nats-Msg-Id``, as a header block (:func:`codec.nats_header_block`) when they make one, and the payload; HTTP,
     one event a request: headers and body), its spool line when there is a spool, and the event itself only where
     the sink needs it (an HTTP batch is encoded by the sink)."""
-    from aefgate.bus import codec
-    from aefgate.formats.aef import jsonio
-
     message, dump_line, block = codec.message, jsonio.dump_line, codec.nats_header_block
     if fmt == "cloudevents" and mode == "structured":
         message = _structured(message)
@@ -103,7 +105,7 @@ def _encoder(kind: str, fmt: str, mode: str, batch: int, spool_lines: bool):
     return encode
 
 
-#: the members of the export's usual event (aep_exporter._result_events' literal envelope): all core attributes
+#: the members of the export's usual event (aep_exporter.result_events' literal envelope): all core attributes
 _USUAL = frozenset(("aep", "id", "type", "time", "source", "agent", "session", "run", "seq", "epoch", "severity",
                     "capture", "data"))
 
@@ -114,10 +116,6 @@ def _structured(message):
     the values ``ce_forward`` checks are checked the same way, those that repeat over a run (the source, the agent,
     the session, the type, the time) once each (remembered). Anything else, and any value that fails a check, goes
     through ``codec.message`` itself (which then refuses it as before)."""
-    from aefgate.formats.aef import jsonio
-    from aefgate.formats.cloudevents import STRUCTURED_CONTENT_TYPE
-    from aefgate.formats.cloudevents import mapping
-
     dumps, usual = jsonio.dumps, _USUAL
     sev_ok, cap_ok = mapping.SEVERITIES, mapping.CAPTURES
     root, dct, spec = mapping.TYPE_ROOT, mapping.DATACONTENTTYPE, mapping.SPECVERSION
@@ -198,7 +196,7 @@ def _refusal_tuple(e: Refusal) -> tuple:
 
 
 class _PublishMapper(LineMapper):
-    """The one pass's mapper of ``publish`` (:mod:`aefgate.formats.aef.onepass`): each batch of checked result
+    """The one pass's mapper of ``publish`` (:mod:`aefgate.aef.onepass`): each batch of checked result
     lines is kept as it was verified (the decoded lines, with the explanation each line's events carry, AEP-9,
     read from its reasoning blob now: a blob that is not what its name says is the export's refusal, ``AEP-1``,
     before anything is sent), packed where the lines are checked (msgpack, exact for every value a verified line
@@ -222,12 +220,10 @@ class _PublishMapper(LineMapper):
         self.size = 0  # bytes spooled: whole records, from offset 0
 
     def begin(self, run: dict, summary: dict | None) -> None:
-        from aefgate.converters.aep import exporter as aep_exporter
-        from aefgate.errors import EXIT_INTEGRITY
-
         if self.run_hash is None:
             raise Refusal("AEP-1", "the run has no seal to name its events by", "seal.json", exit_code=EXIT_INTEGRITY)
-        self.ctx, self.decisions, self.targets, self.redact = aep_exporter._context(self.checked, self.run_hash, run)
+        self.ctx, self.decisions, self.targets, self.redact = aep_exporter.export_context(self.checked, self.run_hash,
+                                                                                          run)
         self.ctx.check_blobs = True  # a blob is read before the verification hashed it: it must hash to its name
         self.packer = msgspec.msgpack.Encoder()
 
@@ -271,8 +267,6 @@ def _send_spooled(fd: int, mapper: _PublishMapper) -> None:
     order), then the decision events (AEP-12), each encoded into what the sink sends, in ``M`` frames of at most
     :data:`FRAME` items, then ``D``; an event the encoder refuses (the CloudEvents bridge) ends them with its
     refusal ``R`` after the events before it, as in one process, where the events are encoded as they are sent."""
-    from aefgate.converters.aep import exporter as aep_exporter
-
     ctx, encode, redact, targets = mapper.ctx, mapper.encode, mapper.redact, mapper.targets
     seen: dict[str, tuple] = {}
     current: dict[int, Any] = {}
@@ -294,8 +288,8 @@ def _send_spooled(fd: int, mapper: _PublishMapper) -> None:
             current.clear()
             if expls is not None:
                 current.update(zip(map(id, lines), expls))
-            yield from aep_exporter._result_events(ctx, lines, targets, seen, redact)
-        yield from aep_exporter._decision_events(ctx, mapper.decisions, seen, redact)
+            yield from aep_exporter.result_events(ctx, lines, targets, seen, redact)
+        yield from aep_exporter.decision_events(ctx, mapper.decisions, seen, redact)
 
     for ev in events():
         try:
@@ -315,16 +309,11 @@ def _run(fd: int, checked: Any, policy: Any, encode) -> None:
     processes for a large run, while :class:`_PublishMapper` spools the checked lines), then, by the verdict:
     ``R`` (the run is not intact: the refusal ``export_events`` gives; a refusal of the export's; the run changed
     during the pass) with nothing sent, or ``V`` and the events made from the spool (:func:`_send_spooled`)."""
-    import tempfile
-
-    from aefgate.converters.aep import exporter as aep_exporter
-    from aefgate.formats.aef.onepass import MappingError
-
     root = checked.root
     with tempfile.TemporaryFile(prefix="aefgate-publish-", buffering=0) as spool:  # no name on Linux
-        mapper = _PublishMapper(checked, aep_exporter._sealed_run_hash(root), encode, spool)
+        mapper = _PublishMapper(checked, aep_exporter.sealed_run_hash(root), encode, spool)
         try:
-            aep_exporter._verified(root, mapper, policy)  # AEP-1: the refusals export_events gives
+            aep_exporter.verify_for_export(root, mapper, policy)  # AEP-1: the refusals export_events gives
         except Refusal as e:
             _send(fd, b"R", _refusal_tuple(e))
             return
@@ -368,13 +357,11 @@ def _child(fd: int, run_dir: Any, options: dict, kind: str, fmt: str, mode: str,
            spool_lines: bool) -> None:
     """The child's whole life: the options checked (as ``export_events`` checks them, before the verification),
     then the one pass and what follows the verdict (:func:`_run`)."""
-    from aefgate.converters.aep import exporter as aep_exporter
-
     try:
         opts = dict(options)
         policy = opts.pop("policy", None)
         try:
-            checked = aep_exporter._check_options(run_dir, **opts)  # before the verification, as export_events does
+            checked = aep_exporter.check_options(run_dir, **opts)  # before the verification, as export_events does
         except Refusal as e:
             _send(fd, b"R", _refusal_tuple(e))
             return
@@ -395,7 +382,7 @@ class Producer:
                  spool_lines: bool) -> None:
         rfd, wfd = os.pipe()
         try:
-            import fcntl
+            import fcntl  # lazy: POSIX only (a platform without it keeps the default pipe size)
 
             fcntl.fcntl(wfd, _F_SETPIPE_SZ, _PIPE_SIZE)
         except OSError:

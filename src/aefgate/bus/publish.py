@@ -18,21 +18,33 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
 from typing import Any, AsyncIterator, BinaryIO, Iterator
 from urllib.parse import unquote, urlsplit
 
+from aefgate import progress
 from aefgate.bus import codec
-from aefgate.masking import has_userinfo, mask, mask_url, strip_userinfo
-from aefgate.bus.retry import Policy
+from aefgate.bus.http_sink import HttpSink
+from aefgate.bus.nats_connect import NatsAuth
+from aefgate.bus.nats_sink import NatsSink
+from aefgate.bus.pipeline import Producer, encoded_items
 from aefgate.bus.sinks import ACKED, DUPLICATE, FAILED, UNSENT, Item
 from aefgate.bus.spool import Spool
-from aefgate import progress
+from aefgate.converters.aep.exporter import export_events
 from aefgate.errors import Refusal
-from aefgate.fsutil import atomic_lines, write_lines
+from aefgate.aef import jsonio
+from aefgate.fsutil import (
+    atomic_lines,
+    check_file_destination,
+    check_outside,
+    write_lines,
+)
+from aefgate.masking import has_userinfo, mask, mask_url, strip_userinfo
+from aefgate.net.retry import Policy
 
 CHUNK = 256  # events sent before the client may write and the spool's acknowledgements are synced
 SPOOL_GROUP = 8  # chunks appended to the spool with one fsync at most (those that arrived during the last one)
@@ -48,7 +60,7 @@ _SUBJECT_TOKEN = re.compile(r"[^\s*>]+")
 
 @dataclass(frozen=True)
 class Destination:
-    """A parsed ``--to``: ``kind`` is ``stdout``, ``file``, ``http`` or ``nats``."""
+    """A parsed destination (``to``): ``kind`` is ``stdout``, ``file``, ``http`` or ``nats``."""
 
     url: str
     kind: str
@@ -70,7 +82,7 @@ class Destination:
 
     @property
     def stored(self) -> str:
-        """The URL without its credentials (what the spool keeps: they are given again on ``--resume``)."""
+        """The URL without its credentials (what the spool keeps: they are given again on a resume)."""
         return strip_userinfo(self.url) if self.kind in ("http", "nats") else self.url
 
 
@@ -78,7 +90,7 @@ def parse_destination(url: str) -> Destination:
     """``-``, ``file:PATH`` (``file:///abs/path``), ``http(s)://host[:port]/path``, ``nats://host[:port]/SUBJECT``;
     anything else is refused (``PUB-1``)."""
     if type(url) is not str or not url:
-        raise Refusal("PUB-1", "no destination: give --to URL", "--to")
+        raise Refusal("PUB-1", "no destination: give option 'to' (a URL)", "option 'to'")
     if url == "-":
         return Destination(url, "stdout")
     shown = mask_url(url)  # a refusal names the URL without its credentials
@@ -128,30 +140,30 @@ def check_options(dest: Destination, *, format: str, mode: str, batch: Any, retr
                   create_stream: bool, spool: Any, window: Any) -> None:
     """``PUB-2``: each option's value, and the options that do not apply to the destination."""
     if format not in codec.FORMATS:
-        raise Refusal("PUB-2", f"--format is aep or cloudevents, not {format!r}", "--format")
+        raise Refusal("PUB-2", f"option 'format' is aep or cloudevents, not {format!r}", "option 'format'")
     if mode not in codec.MODES:
-        raise Refusal("PUB-2", f"--mode is structured or binary, not {mode!r}", "--mode")
+        raise Refusal("PUB-2", f"option 'mode' is structured or binary, not {mode!r}", "option 'mode'")
     if format == "aep" and mode != "structured":
-        raise Refusal("PUB-2", "--mode binary is a CloudEvents content mode: it needs --format cloudevents",
-                      "--mode")
-    for name, value, low in (("--batch", batch, 1), ("--retries", retries, 0)):
+        raise Refusal("PUB-2", "option 'mode=binary' is a CloudEvents content mode: it needs "
+                      "option 'format=cloudevents'", "option 'mode'")
+    for name, value, low in (("option 'batch'", batch, 1), ("option 'retries'", retries, 0)):
         if type(value) is not int or value < low or value > 100_000:
             raise Refusal("PUB-2", f"{name} is an integer from {low} to 100000, not {value!r}", name)
     if type(window) is not int or not 1 <= window <= 100_000:
         raise Refusal("PUB-2", f"the window is an integer from 1 to 100000, not {window!r}", "window")
     if type(timeout) not in (int, float) or not math.isfinite(timeout) or not 0 < timeout <= 86400:
-        raise Refusal("PUB-2", f"--timeout is a number of seconds above 0 (at most 86400), not {timeout!r}",
-                      "--timeout")
+        raise Refusal("PUB-2", f"option 'timeout' is a number of seconds above 0 (at most 86400), not {timeout!r}",
+                      "option 'timeout'")
     if batch > 1 and dest.kind != "http":
-        raise Refusal("PUB-2", "--batch applies to http(s) destinations", "--batch")
+        raise Refusal("PUB-2", "option 'batch' applies to http(s) destinations", "option 'batch'")
     if batch > 1 and mode == "binary":
-        raise Refusal("PUB-2", "a batch is structured (application/cloudevents-batch+json): --batch N > 1 does not "
-                      "go with --mode binary", "--batch")
+        raise Refusal("PUB-2", "a batch is structured (application/cloudevents-batch+json): option 'batch' above 1 "
+                      "does not go with option 'mode=binary'", "option 'batch'")
     if create_stream and dest.kind != "nats":
-        raise Refusal("PUB-2", "--create-stream applies to nats:// destinations", "--create-stream")
+        raise Refusal("PUB-2", "option 'create_stream' applies to nats:// destinations", "option 'create_stream'")
     if spool is not None and dest.kind not in ("nats", "http"):
         raise Refusal("PUB-2", "a spool keeps unacknowledged events of a nats:// or http(s):// destination; a file "
-                      "or stdout is written whole or not at all", "--spool")
+                      "or stdout is written whole or not at all", "option 'spool'")
 
 
 # -- the report -------------------------------------------------------------------------------------------------------
@@ -230,11 +242,7 @@ class PublishReport:
 def _make_sink(dest: Destination, opts: dict, window: int, result):
     policy = Policy(retries=opts["retries"], timeout=float(opts["timeout"]))
     if dest.kind == "nats":
-        from aefgate.bus.nats_sink import NatsSink
-
         return NatsSink(dest, opts["format"], opts["mode"], policy, window, opts["create_stream"], result)
-    from aefgate.bus.http_sink import HttpSink
-
     return HttpSink(dest, opts["format"], opts["mode"], opts["batch"], policy, result)
 
 
@@ -255,8 +263,6 @@ async def _drive(sink, chunks: AsyncIterator[list[Item]], spool: Spool | None, w
     """Send every chunk; a feeder task reads the next chunks meanwhile and (write-ahead) appends each to the spool
     and fsyncs it in a worker thread before handing it on, so the disk's latency overlaps the sending of the chunk
     before. Acknowledgements are written to the spool's log in the same thread, one write in flight at a time."""
-    from concurrent.futures import ThreadPoolExecutor
-
     write_ahead = write_ahead and spool is not None
     loop = asyncio.get_running_loop()
     # two threads: the events file's appends (one at a time) and the acknowledgement log's (one at a time)
@@ -405,8 +411,6 @@ async def _network(dest: Destination, opts: dict, report: PublishReport, window:
 def _with_auth(dest: Destination, nats_auth: Any) -> Destination:
     """``dest`` with its NATS connection options (``PUB-2`` for another kind of destination; ``CLI-2`` for a
     missing file or a bad combination, before anything is sent)."""
-    from dataclasses import replace
-
     if nats_auth is None or not nats_auth.given():
         return dest
     if dest.kind != "nats":
@@ -449,15 +453,9 @@ def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudeve
     spool_path = Path(spool) if spool is not None else None
     if spool_path is not None:
         Spool.check_new(spool_path)
-        from aefgate.fsutil import check_outside
-
         check_outside(spool_path, (run_dir,))  # OUT-2: the spool is not written inside the run
     if dest.kind == "file":
-        from aefgate.fsutil import check_file_destination
-
         check_file_destination(dest.path, (run_dir,))  # absent, under a folder (OUT-1), not in the run (OUT-2)
-    from aefgate.converters.aep.exporter import export_events
-
     options = {k: v for k, v in {"max_capture": max_capture, "agent": agent, "source_host": source_host,
                                   "cause_map": cause_map, "policy": policy}.items() if v is not None}
     if dest.kind in ("file", "stdout"):
@@ -479,8 +477,6 @@ def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudeve
     spec = {"kind": dest.kind, "fmt": format, "mode": mode, "batch": batch, "spool_lines": spool_path is not None}
     if _fork_producer():
         # verify, export and encode in a forked child; this process only sends (docs/design/bus.md, "Pipeline")
-        from aefgate.bus.pipeline import Producer
-
         with Producer(run_dir, options, **spec) as producer:
             _load_client(dest.kind)  # while the child verifies: the client library is not loaded after the verdict
             producer.verified()  # the run verifies (AEP-1) and the options are accepted, or this raises
@@ -488,8 +484,6 @@ def publish(run_dir: str | os.PathLike[str], to: str, *, format: str = "cloudeve
             t0 = time.perf_counter()
             sp = asyncio.run(_network(dest, opts, report, window, lambda _sp: producer.chunks(), make_spool, True))
     else:
-        from aefgate.bus.pipeline import encoded_items
-
         events = export_events(run_dir, **options)  # verifies the run (AEP-1) and every option first
         report = PublishReport(to=dest.display, kind=dest.kind, format=format, mode=mode, run=str(run_dir))
         t0 = time.perf_counter()
@@ -528,9 +522,6 @@ def resume(spool_dir: str | os.PathLike[str], to: str | None = None, *, format: 
     here overrides it). The spool is updated as acknowledgements come, and compacted at the end: it then holds
     exactly the events still not acknowledged. ``nats_auth``: the NATS connection options; without them, those
     the spool recorded (file paths and a variable's name: the spool keeps no secret)."""
-    from aefgate.bus.nats_connect import NatsAuth
-    from aefgate.formats.aef import jsonio
-
     root = Path(spool_dir)
     sp = Spool.open(root)
     try:
@@ -550,7 +541,7 @@ def resume(spool_dir: str | os.PathLike[str], to: str | None = None, *, format: 
             nats_auth = NatsAuth.from_json(meta.get("nats")) if dest.kind == "nats" else None
         dest = _with_auth(dest, nats_auth)
         if dest.kind not in ("nats", "http"):
-            raise Refusal("PUB-2", "a spool is resumed to a nats:// or http(s):// destination", "--to")
+            raise Refusal("PUB-2", "a spool is resumed to a nats:// or http(s):// destination", "option 'to'")
         if opts["create_stream"] and dest.kind != "nats":
             opts["create_stream"] = False if create_stream is None else opts["create_stream"]
         if opts["batch"] > 1 and dest.kind != "http" and batch is None:
@@ -560,8 +551,9 @@ def resume(spool_dir: str | os.PathLike[str], to: str | None = None, *, format: 
                                run=meta.get("run"), resumed=str(root), spool=str(root))
         if to is None and meta.get("credentialsGiven"):
             report.warnings.append(
-                "the spool keeps the destination without the credentials its URL carried: give them again (--to "
-                "with user:password@), or give the connection's credentials (--creds, --nkey, --token-env)")
+                "the spool keeps the destination without the credentials its URL carried: give them again (the "
+                "destination URL with user:password@), or give the connection's credentials (a credentials file, an "
+                "NKEY, a token)")
         if meta.get("state") != "closed" or sp.incomplete_tail:
             report.warnings.append(
                 "the publish that made this spool did not finish: events after the last one spooled were never "

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from aefgate.errors import Refusal
+from aefgate.aef import jsonio
 from aefgate.fsutil import atomic_write, check_destination, fsync_dir, write_lines
 
 SPOOL_KIND = "aefgate-publish"
@@ -110,8 +111,6 @@ class Spool:
 
     @classmethod
     def open(cls, root: Path) -> "Spool":
-        from aefgate.formats.aef import jsonio
-
         if not root.is_dir():
             raise Refusal("PUB-3", "no such spool folder", str(root))
         path = root / "spool.json"
@@ -166,8 +165,6 @@ class Spool:
         """Append the spool lines of ``items`` (:class:`aefgate.bus.sinks.Item`: their ``line``, else their event
         written now), fsync, and set each item's ``index`` to its line. Runs in a worker thread while the event
         loop sends the chunk before (only one append at a time)."""
-        from aefgate.formats.aef import jsonio
-
         first = self.append([it.line if it.line is not None else jsonio.dump_line(it.event) for it in items])
         for k, it in enumerate(items):
             it.index = first + k
@@ -252,15 +249,11 @@ class Spool:
 
 
 def _write_meta(root: Path, meta: dict[str, Any]) -> None:
-    from aefgate.formats.aef import jsonio
-
     atomic_write(root / "spool.json", jsonio.dumps(meta) + b"\n")
 
 
 def read_pending(root: str | os.PathLike[str]) -> list[dict]:
     """The AEP events a (closed) spool holds pending, decoded: for tests and tools. Reads the whole list."""
-    from aefgate.formats.aef import jsonio
-
     sp = Spool.open(Path(root))
     try:
         return [jsonio.loads(raw) for _i, raw in sp.pending()]

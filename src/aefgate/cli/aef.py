@@ -32,11 +32,11 @@ POLICY_OPT = typer.Option(None, "--policy", help="A trust policy file ([SIG-4]):
 
 
 def load_policy(policy: Optional[Path]) -> Any:
-    """``--policy``: the trust policy (a :class:`~aefgate.formats.aef.signatures.TrustPolicy`), or None when not
+    """``--policy``: the trust policy (a :class:`~aefgate.aef.signatures.TrustPolicy`), or None when not
     given. A policy the reader refuses, or whose key does not read, is an input error (exit 2)."""
     if policy is None:
         return None
-    from aefgate.formats.aef.signatures import TrustPolicy
+    from aefgate.aef.signatures import TrustPolicy
 
     return TrustPolicy.load(policy)
 
@@ -44,10 +44,10 @@ def load_policy(policy: Optional[Path]) -> Any:
 
 def authorized_withheld(run_dir: Path, policy: Any) -> frozenset[str]:
     """The blob paths authorized redactions withhold under ``policy`` ([OVL-10], computed by the overlay verifier:
-    :func:`aefgate.formats.aef.overlays.authorized_redactions`); none without a policy."""
+    :func:`aefgate.aef.overlays.authorized_redactions`); none without a policy."""
     if policy is None:
         return frozenset()
-    from aefgate.formats.aef.overlays import authorized_redactions
+    from aefgate.aef.overlays import authorized_redactions
 
     return frozenset(authorized_redactions(run_dir, policy))
 
@@ -58,7 +58,7 @@ PAYLOAD_TYPE_OPT = typer.Option(..., "--payload-type", help="The payloadType [SI
 
 
 def check_payload_type(payload_type: str) -> str:
-    from aefgate.formats.aef.signatures import PAYLOAD_TYPES
+    from aefgate.aef.signatures import PAYLOAD_TYPES
 
     known = sorted(set(PAYLOAD_TYPES.values()))
     if payload_type not in known:
@@ -80,7 +80,7 @@ def run_op(
     trust = load_policy(policy)
     require_dir(run_dir)
     anchor_list = read_anchors(anchors) if anchors is not None else None
-    from aefgate.formats.aef.verifier import verify_run  # the CLI's start time: formats load when a command runs
+    from aefgate.aef.verifier import verify_run  # the CLI's start time: formats load when a command runs
 
     render.emit_json(verify_run(run_dir, policy=trust, anchors=anchor_list).to_json())
 
@@ -91,7 +91,7 @@ def seal_op(
     policy: Optional[Path] = POLICY_OPT,
 ) -> None:
     """Check a run's seal (§4.1): {"manifest": text, "runHash": hex, "problems"}."""
-    from aefgate.formats.aef.sealer import check_seal
+    from aefgate.aef.sealer import check_seal
 
     trust = load_policy(policy)
     require_dir(run_dir)
@@ -108,7 +108,7 @@ def document_op(
 ) -> None:
     """Check a document against the writer and reader schemas: {"writer", "reader", "reads"}."""
     from aefgate.cli.reads import reads_of
-    from aefgate.formats.aef import jsonio, schema
+    from aefgate.aef import jsonio, schema
 
     if schema_name not in schema.SCHEMA_NAMES:
         raise Refusal("CLI-2", f"no schema {schema_name!r}; known: {', '.join(schema.SCHEMA_NAMES)}", "SCHEMA")
@@ -145,7 +145,7 @@ def paths_op(
     file: Path = typer.Argument(..., metavar="FILE", help='A JSON list of {"name", "paths"}.'),
 ) -> None:
     """The [RUN-3] problems of each list of paths: [{"name", "problems"}]."""
-    from aefgate.formats.aef.paths import path_problems
+    from aefgate.aef.paths import path_problems
 
     items = read_input(file, top_object=False)
     if not isinstance(items, list) or not all(
@@ -159,7 +159,7 @@ def paths_op(
 
 def parse_trial(text: Optional[str]) -> int | float | None:
     """TRIAL as the JSON number it spells (``3``, ``3.0``); absent, empty or ``null`` is no trial."""
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
 
     if text is None or text in ("", "null"):
         return None
@@ -180,7 +180,7 @@ def result_id_op(
     trial: Optional[str] = typer.Argument(None, metavar="[TRIAL]", help="The trial number; absent: none."),
 ) -> None:
     """The [RES-4] result id of a line: {"resultId"}."""
-    from aefgate.formats.aef.resultid import result_id
+    from aefgate.aef.resultid import result_id
 
     t = parse_trial(trial)
     try:
@@ -196,7 +196,7 @@ def summarize_op(
     request: Path = typer.Argument(..., metavar="REQUEST", help='The entries to compute: {"lanes": [...]}.'),
 ) -> None:
     """The summary.json [SUM-2]..[SUM-9] give for the entries of REQUEST."""
-    from aefgate.formats.aef.summary import summarize
+    from aefgate.aef.summary import summarize
 
     require_dir(run_dir)
     req = read_input(request)
@@ -209,7 +209,7 @@ def produce_op(
     out: Path = typer.Argument(..., metavar="OUT", help="The run folder to write (absent or empty)."),
 ) -> None:
     """Write the run a scenario describes (§9.2.1): {"results": the number of lines}."""
-    from aefgate.formats.aef.produce import produce
+    from aefgate.aef.produce import produce
 
     facts = read_input(scenario)
     render.emit_json({"results": produce(facts, out)})
@@ -222,7 +222,7 @@ def seal_write_op(
     sealed_at: str = typer.Option(..., "--sealed-at", help="The sealing time, RFC 3339 UTC."),
 ) -> None:
     """Seal a run ([SEAL-1]..[SEAL-5]): writes DIR/seal.json; {"runHash": hex}."""
-    from aefgate.formats.aef.sealer import seal_run
+    from aefgate.aef.sealer import seal_run
 
     require_dir(run_dir)
     render.emit_json({"runHash": seal_run(run_dir, sealed_by=sealed_by.value, sealed_at=sealed_at)})
@@ -236,7 +236,7 @@ def signature_op(
     payload_type: str = PAYLOAD_TYPE_OPT,
 ) -> None:
     """Verify a signature envelope ([SIG-1]..[SIG-5]): {"envelopeResult", "signatures", "verifiesFor"}."""
-    from aefgate.formats.aef.signatures import MAX_ENVELOPE, EnvelopeResult, verify_envelope
+    from aefgate.aef.signatures import MAX_ENVELOPE, EnvelopeResult, verify_envelope
 
     check_payload_type(payload_type)
     trust = load_policy(policy)
@@ -257,7 +257,7 @@ def sign_op(
     payload_type: str = PAYLOAD_TYPE_OPT,
 ) -> None:
     """Sign a file ([SIG-1]..[SIG-3]): the DSSE envelope over its bytes, one signature under the key's keyid."""
-    from aefgate.formats.aef.signatures import load_private_key, sign
+    from aefgate.aef.signatures import load_private_key, sign
 
     check_payload_type(payload_type)
     signing_key = load_private_key(key)

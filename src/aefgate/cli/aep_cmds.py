@@ -1,8 +1,10 @@
-"""AEP and CloudEvents commands: ``aefgate export aep``, ``aefgate export cloudevents``, ``aefgate import aep``.
+"""AEP and CloudEvents commands: the hooks of ``aefgate export aep``, ``aefgate export cloudevents``, ``aefgate
+import aep`` (``aefgate import cloudevents`` is the generic command, :mod:`aefgate.cli.converter_cmds`).
 
 The mapping is aefgate's own, ``docs/mappings/aep.md`` (rules AEP-1 ...), implemented by
 :mod:`aefgate.converters.aep`; the CloudEvents bridge is AEP-0005's (:mod:`aefgate.formats.cloudevents`).
-The commands join the ``import`` and ``export`` groups of :mod:`aefgate.cli.inspect_cmds`. Refusals follow the CLI's
+The commands are made from the converters' declared options; these hooks add ``--policy``, ``--key`` and the
+output. Refusals follow the CLI's
 convention (``error [RULE] at WHERE: message`` on stderr; exit 2 for an input, 1 for a run that does not verify).
 """
 
@@ -15,14 +17,7 @@ import typer
 
 from aefgate.cli import render
 from aefgate.fsutil import count_lines
-from aefgate.cli.inspect_cmds import JSON_OPT, POLICY_HELP, export_app, import_app
-
-CAPTURE_HELP = ("The capture ceiling (AEP-0003 §9.1): metadata (the default), redacted (kept content goes through the "
-                "§9.4 redaction pipeline) or full; never above the run's own contentCapture.")
-
-
-def register(app, aef_app) -> None:
-    """The commands live in the shared ``import``/``export`` groups, which :mod:`inspect_cmds` adds to the app."""
+from aefgate.cli.converter_cmds import JSON_OPT, POLICY_HELP, command_hook
 
 
 def _policy(policy: Optional[Path]):
@@ -51,15 +46,18 @@ def _export(run: Path, out: Path, kind: str, as_json: bool, **options) -> None:
     c.print(f"exported  {render.escape(str(run))} -> {render.escape(str(path))} ({kind}, {events} events)")
 
 
-@export_app.command("aep")
+def _options(options: dict) -> dict:
+    """The export's options as the exporter takes them (``cause_map`` a path, given as a string)."""
+    cause_map = options.get("cause_map")
+    return {**options, "cause_map": str(cause_map) if cause_map is not None else None}
+
+
+@command_hook(types={"cause_map": Optional[Path]})
 def export_aep(
     run: Path = typer.Argument(..., metavar="RUN", help="The run folder (it must verify intact)."),
     out: Path = typer.Argument(..., metavar="OUT.jsonl", help="The events file to write (must not exist)."),
-    max_capture: str = typer.Option("metadata", "--max-capture", help=CAPTURE_HELP),
-    agent: Optional[str] = typer.Option(None, "--agent", help="The envelope's agent (default: the run's subject)."),
-    source_host: Optional[str] = typer.Option(None, "--source-host", help="The host of the envelope's source URI."),
-    cause_map: Optional[Path] = typer.Option(None, "--cause-map", help="A JSON file mapping resultIds or caseIds to "
-                                             "the ids of the assessed AEP events (the envelope's cause)."),
+    *,
+    options: dict,
     policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -68,21 +66,15 @@ def export_aep(
     Only a run that verifies intact is exported (exit 1 otherwise). Exporting twice gives the same bytes.
     Example: aefgate export aep runs/refunds out/refunds.aep.jsonl --max-capture metadata
     """
-    _export(run, out, "aep", as_json, max_capture=max_capture, agent=agent, source_host=source_host,
-            cause_map=str(cause_map) if cause_map is not None else None, policy=_policy(policy))
+    _export(run, out, "aep", as_json, **_options(options), policy=_policy(policy))
 
 
-@export_app.command("cloudevents")
+@command_hook(types={"cause_map": Optional[Path]})
 def export_cloudevents(
     run: Path = typer.Argument(..., metavar="RUN", help="The run folder (it must verify intact)."),
     out: Path = typer.Argument(..., metavar="OUT.jsonl", help="The CloudEvents file to write (must not exist)."),
-    mode: str = typer.Option("structured", "--mode", help="structured (one application/cloudevents+json event per "
-                             "line) or binary (one {\"headers\", \"body\"} HTTP binary-mode message per line)."),
-    max_capture: str = typer.Option("metadata", "--max-capture", help=CAPTURE_HELP),
-    agent: Optional[str] = typer.Option(None, "--agent", help="The envelope's agent (default: the run's subject)."),
-    source_host: Optional[str] = typer.Option(None, "--source-host", help="The host of the envelope's source URI."),
-    cause_map: Optional[Path] = typer.Option(None, "--cause-map", help="A JSON file mapping resultIds or caseIds to "
-                                             "the ids of the assessed AEP events."),
+    *,
+    options: dict,
     policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -90,20 +82,15 @@ def export_cloudevents(
 
     Example: aefgate export cloudevents runs/refunds out/refunds.ce.jsonl --mode structured
     """
-    _export(run, out, "cloudevents", as_json, mode=mode, max_capture=max_capture, agent=agent,
-            source_host=source_host, cause_map=str(cause_map) if cause_map is not None else None,
-            policy=_policy(policy))
+    _export(run, out, "cloudevents", as_json, **_options(options), policy=_policy(policy))
 
 
-@import_app.command("aep")
 def import_aep(
     events: Path = typer.Argument(..., metavar="EVENTS", help="AEP assessment events, one per line (AEP JSON, or "
                                   "structured CloudEvents carrying them)."),
     out: Path = typer.Argument(..., metavar="OUT", help="The run folder to write (absent or empty)."),
-    at: Optional[str] = typer.Option(None, "--at", help="sealedAt (RFC 3339 UTC; default now): fixes the output."),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="The runId to write (default: the events' run)."),
-    target_mode: Optional[str] = typer.Option(None, "--target-mode", help="execution.targetMode: live, replayed, "
-                                              "scripted or mocked (the importer's claim, listed in imported.asserted)."),
+    *,
+    options: dict,
     key: Optional[Path] = typer.Option(None, "--key", help="Sign the seal with this PKCS#8 PEM private key."),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -115,12 +102,12 @@ def import_aep(
 
     from aefgate.cli.inputs import require_file
     from aefgate.converters.aep import importer as aef_aep
-    from aefgate.formats.aef.signatures import signing_key_of
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef.signatures import signing_key_of
+    from aefgate.aef import jsonio
 
     require_file(events)
     signing_key = signing_key_of(key)  # before anything is written
-    run_dir = aef_aep.from_aep(events, out, at=at, key=signing_key, run_id=run_id, target_mode=target_mode)
+    run_dir = aef_aep.from_aep(events, out, key=signing_key, **options)
     run = jsonio.read_json(run_dir / "run.json")
     seal = msgspec.json.decode((run_dir / "seal.json").read_bytes())
     lines = count_lines(run_dir / "results.ndjson")

@@ -73,7 +73,7 @@ KEY_HELP = "An unencrypted PKCS#8 PEM private key (ECDSA P-256 or Ed25519), e.g.
 
 def _signature_note(run: Path, v, policy) -> str:
     """Who the attestation is signed by under ``policy``, or why nobody, for people (§4.5, [SIG-7])."""
-    from aefgate.formats.aef.signatures import attestation_result
+    from aefgate.aef.signatures import attestation_result
 
     if v.outcome != "intact":
         return "(not checked: only an intact run is signed by anyone)"
@@ -101,7 +101,7 @@ def verify(
     Example: aefgate verify runs/2026/10/0192.../ --policy trust.json --json
     """
     from aefgate.cli.aef import load_policy
-    from aefgate.formats.aef.verifier import verify_run
+    from aefgate.aef.verifier import verify_run
 
     trust = load_policy(policy)
     require_dir(run)
@@ -116,7 +116,7 @@ def verify(
         out["withheld"] = v.withheld
         out["runHash"] = v.run_hash
         if trust is not None and v.outcome == "intact":
-            from aefgate.formats.aef.signatures import attestation_result
+            from aefgate.aef.signatures import attestation_result
 
             r = attestation_result(run, trust)
             out["attestation"] = None if r is None else r.to_json()
@@ -145,7 +145,7 @@ def seal(
     Example: aefgate seal out/run --sealed-by ingest --key keys/private.pem
     """
     from aefgate import api
-    from aefgate.formats.aef.signatures import load_private_key
+    from aefgate.aef.signatures import load_private_key
 
     signing_key = load_private_key(key) if key is not None else None  # a bad key changes nothing
     require_dir(run)
@@ -175,8 +175,8 @@ def sign_attestation(
 
     Example: aefgate sign-attestation out/run --key keys/private.pem
     """
-    from aefgate.formats.aef.verifier import verify_run
-    from aefgate.formats.aef.signatures import check_no_attestation, load_private_key, write_attestation
+    from aefgate.aef.verifier import verify_run
+    from aefgate.aef.signatures import check_no_attestation, load_private_key, write_attestation
 
     signing_key = load_private_key(key)
     require_dir(run)
@@ -217,9 +217,9 @@ def keygen(
 
     Example: aefgate keygen keys/alice --identity git:alice@example.com --algorithm ed25519
     """
-    from aefgate.formats.aef import jsonio
-    from aefgate.formats.aef.signatures import TrustPolicy
-    from aefgate.formats.aef.signatures import keygen as make_key
+    from aefgate.aef import jsonio
+    from aefgate.aef.signatures import TrustPolicy
+    from aefgate.aef.signatures import keygen as make_key
     from aefgate.fsutil import atomic_dir, check_destination
 
     check_destination(out_dir)  # refuse early; atomic_dir checks again before the rename
@@ -490,7 +490,7 @@ def convert(
 def _demo_scenario() -> dict:
     from importlib.resources import files
 
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
 
     data = files("aefgate").joinpath("fixtures/demo/scenario.json").read_bytes()
     return jsonio.loads(data)
@@ -507,7 +507,7 @@ TARGET_MODES = {  # [RUN-7]: a reader shows the target mode wherever it shows re
 def _case_rows(run_dir: Path) -> list[dict]:
     """One row per line of results.ndjson, in file order: case, path, trial, state, and a note (the reason of a
     typed absence, a rollup's trials)."""
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
 
     rows = []
     for _, line in jsonio.iter_ndjson(run_dir / "results.ndjson"):
@@ -534,10 +534,10 @@ def demo(
 
     Example: aefgate demo --out /tmp/demo-run
     """
-    from aefgate.formats.aef import jsonio
-    from aefgate.formats.aef.produce import produce
-    from aefgate.formats.aef.sealer import seal_run
-    from aefgate.formats.aef.verifier import verify_run
+    from aefgate.aef import jsonio
+    from aefgate.aef.produce import produce
+    from aefgate.aef.sealer import seal_run
+    from aefgate.aef.verifier import verify_run
 
     c = render.console()
     run_dir = out if out is not None else Path(tempfile.mkdtemp(prefix="aefgate-demo-")) / "run"
@@ -606,13 +606,20 @@ def _show_demo(run_dir: Path, run: dict, rows: list[dict], entries: list[dict], 
 # -- entry point ----------------------------------------------------------------------------------------------------
 
 
-from aefgate.cli import (  # noqa: E402
-    aep_cmds, assert_cmds, evalapi_cmds, inspect_cmds, otel_cmds, overlay_cmds, publish_cmds, serve_cmds,
-    store_v1_cmds,
-)
+from aefgate.cli import evalapi_cmds, overlay_cmds, publish_cmds, serve_cmds  # noqa: E402,F401
+from aefgate.cli.converter_cmds import ExportGroup, ImportGroup  # noqa: E402
 
-for _commands in (overlay_cmds, inspect_cmds, aep_cmds, otel_cmds, assert_cmds, store_v1_cmds, evalapi_cmds,
-                  publish_cmds, serve_cmds):
+#: ``aefgate import NAME`` / ``aefgate export NAME``: a command per converter to / from AEF, made from the registry
+#: (:mod:`aefgate.cli.converter_cmds`), the converter's own hook adding what its options do not say
+import_app = typer.Typer(name="import", cls=ImportGroup, no_args_is_help=True, add_completion=False,
+                         help="Import another tool's output as an AEF run (sealed as ingest).")
+export_app = typer.Typer(name="export", cls=ExportGroup, no_args_is_help=True, add_completion=False,
+                         help="Export an AEF run in another tool's format.")
+
+overlay_cmds.register(app, aef_app)
+app.add_typer(import_app, name="import")
+app.add_typer(export_app, name="export")
+for _commands in (publish_cmds, serve_cmds):
     _commands.register(app, aef_app)
 
 
@@ -625,18 +632,22 @@ OPTION_REF = re.compile(r"option '([A-Za-z_][A-Za-z0-9_]*)(?:=([^']*))?'")
 #: a converter option a command takes under a flag of another name: command path -> {option: flag}
 OPTION_FLAGS = {
     "convert": {"from": "--from-tool", "source": "--from", "target": "--to"},
-    "export assert": {"assert_suite": "--suite", "assert_run": "--run"},
+    "serve otlp": {"drain": "--drain-timeout"},
+    "serve ingest": {"listen": "--from"},  # its HTTP intake listens where --from http://HOST:PORT says
 }
 
 
 def _command_of(args: list[str]) -> tuple[str, object | None]:
     """The command ``args`` run (its path, ``export assert``, and its click command), as far as it resolves."""
-    cmd: object = typer.main.get_command(app)
+    cmd: object = _command()
     path: list[str] = []
     for a in args:
-        if not isinstance(getattr(cmd, "commands", None), dict) or a.startswith("-"):
+        if not hasattr(cmd, "get_command") or a.startswith("-"):
             break
-        sub = cmd.commands.get(a)  # type: ignore[attr-defined]
+        try:  # a converter's command is made when asked for (CONV-4: two converters claim it)
+            sub = cmd.get_command(None, a)  # type: ignore[attr-defined]
+        except Refusal:
+            sub = None
         if sub is None:
             break
         path.append(a)

@@ -1,5 +1,7 @@
 """Evaluation API commands: ``aefgate import evaluation-api``, ``aefgate export evaluation-api`` and ``aefgate serve
-evaluation-api`` (docs/mappings/evaluation-api.md; :mod:`aefgate.converters.evaluation_api`)."""
+evaluation-api`` (docs/mappings/evaluation-api.md; :mod:`aefgate.converters.evaluation_api`). The import and export
+commands are made from the converters' declared options (:mod:`aefgate.cli.converter_cmds`); these hooks add the
+live API (``--url``, ``--session``, ...) and the output."""
 
 from __future__ import annotations
 
@@ -10,19 +12,17 @@ from typing import List, Optional
 import typer
 
 from aefgate.cli import render
-from aefgate.cli.inspect_cmds import JSON_OPT, export_app, import_app
+from aefgate.cli.converter_cmds import JSON_OPT, command_hook
 from aefgate.cli.serve_cmds import serve_app
 
 
-def register(app, aef_app) -> None:
-    """The commands hang on the shared ``import``, ``export`` and ``serve`` groups."""
-
-
-@import_app.command("evaluation-api")
+@command_hook(types={"key": Optional[Path]})
 def import_evaluation_api(
     paths: List[Path] = typer.Argument(..., metavar="[RESPONSES...] OUT", help="Response files (one "
                                        "EvaluationStatusResponse each) or folders of .json files, then the run "
                                        "folder to write (absent or empty). With --url, only OUT."),
+    *,
+    options: dict,
     url: Optional[str] = typer.Option(None, "--url", help="The API's base URL, http(s)://host:port/prefix (port and prefix optional): "
                                       "poll GET /api/v2/evaluation/status for each --session until it is "
                                       "terminal."),
@@ -35,19 +35,6 @@ def import_evaluation_api(
                                "30; Retry-After honoured)."),
     api: str = typer.Option("v2", "--api", help="With --url: v2 (/api/v2/evaluation/status) or v1 "
                             "(/api/evaluation/status)."),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="The runId (default: evalapi-<digest of the "
-                                         "responses>)."),
-    from_tool: Optional[str] = typer.Option(None, "--from", help="imported.from (default: the API, or its URL)."),
-    subject: Optional[str] = typer.Option(None, "--subject", help="subject.ref: the agent the sessions ran "
-                                          "(required: a response names none), e.g. agent:acme-support."),
-    subject_kind: str = typer.Option("agent", "--subject-kind", help="subject.kind."),
-    target_mode: str = typer.Option("live", "--target-mode", help="execution.targetMode: live, replayed, scripted "
-                                    "or mocked (the converter's claim, listed in imported.asserted)."),
-    content_capture: str = typer.Option("on", "--content-capture", help="on, or off (no reasoning, evidence quote, "
-                                        "featured text, text or list value is kept)."),
-    at: Optional[str] = typer.Option(None, "--at", help="The seal's sealedAt, RFC 3339 UTC (default: now); also "
-                                     "the run's times when no insight has one."),
-    key: Optional[Path] = typer.Option(None, "--key", help="Sign the seal with this PKCS#8 PEM private key."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Import Evaluation API responses (one session each) as an AEF run, sealed ingest: a session is a case, each
@@ -59,15 +46,16 @@ def import_evaluation_api(
     """
     from aefgate.converters.evaluation_api.importer import from_evaluation_api
     from aefgate.errors import Refusal
-    from aefgate.formats.aef import jsonio
-    from aefgate.formats.aef.seal import seal_run_hash
-    from aefgate.formats.aef.signatures import signing_key_of
+    from aefgate.aef import jsonio
+    from aefgate.aef.seal import seal_run_hash
+    from aefgate.aef.signatures import signing_key_of
     from aefgate.fsutil import check_destination, count_lines
 
     *inputs, out = paths
-    signing_key = signing_key_of(key)  # before anything is written
+    signing_key = signing_key_of(options.pop("key"))  # before anything is written
+    subject = options["subject"]
     fetched: list = []
-    source = from_tool
+    source = options.pop("from")
     if url is not None:
         from aefgate.converters.evaluation_api.live import fetch_sessions, status_url
 
@@ -96,9 +84,7 @@ def import_evaluation_api(
         raise Refusal("CLI-2", "--session and --token-env go with --url", "--session" if session else "--token-env")
     elif not inputs:
         raise Refusal("CLI-2", "give the response files (or folders) and OUT, or --url", "RESPONSES")
-    run_dir = from_evaluation_api(inputs or None, out, fetched=fetched, run_id=run_id, source=source,
-                                  subject=subject, subject_kind=subject_kind, target_mode=target_mode,
-                                  content_capture=content_capture, at=at, key=signing_key)
+    run_dir = from_evaluation_api(inputs or None, out, fetched=fetched, source=source, key=signing_key, **options)
     run = jsonio.read_json(run_dir / "run.json")
     lines = count_lines(run_dir / "results.ndjson")
     run_hash = seal_run_hash(run_dir)
@@ -115,7 +101,6 @@ def import_evaluation_api(
     c.print(f"run hash  {run_hash}")
 
 
-@export_app.command("evaluation-api")
 def export_evaluation_api(
     run: Path = typer.Argument(..., metavar="RUN", help="The run folder."),
     out: Path = typer.Argument(..., metavar="OUT", help="A folder (absent or empty) of <case id>.json responses, or "

@@ -33,7 +33,7 @@ def require_file(path: Path) -> None:
 
 def read_input(path: Path, *, top_object: bool = True) -> Any:
     """An input JSON file (a scenario, a request, an anchors list), read strictly; exit 2 when it does not read."""
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
 
     require_file(path)
     try:

@@ -1,8 +1,7 @@
-"""Inspect AI commands: ``aefgate import inspect``, ``aefgate export inspect``.
+"""Inspect AI commands: the hooks of ``aefgate import inspect`` and ``aefgate export inspect``.
 
-The two groups ``import`` and ``export`` are typer sub-apps shared by every format: another module
-adds its command to them (``from aefgate.cli.inspect_cmds import import_app`` then ``@import_app.command("x")``),
-and :func:`register` adds the groups to the ``aefgate`` app once.
+The commands are made from the converters' declared options (:mod:`aefgate.cli.converter_cmds`); these hooks add
+what the options do not say: a folder of logs and ``--jobs`` on import, ``--policy`` on export, and the output.
 
 The mapping is ``../shared/spec/aef/interop/inspect.md``, implemented by :mod:`aefgate.converters.inspect`;
 refusals follow the CLI's convention (``error [RULE] at WHERE: message`` on stderr; exit 2 for an input, 1 for a
@@ -17,24 +16,7 @@ from typing import Optional
 import typer
 
 from aefgate.cli import render
-
-JSON_OPT = typer.Option(False, "--json", help="Write one JSON value on stdout (people's output stays on stderr).")
-POLICY_HELP = ("A trust policy file ([SIG-4]): blobs its authorized redactions withhold are left out ([OVL-10], "
-               "R7I-9) instead of refusing the run.")
-
-import_app = typer.Typer(name="import", help="Import another tool's output as an AEF run (sealed as ingest).",
-                         no_args_is_help=True, add_completion=False)
-export_app = typer.Typer(name="export", help="Export an AEF run in another tool's format.", no_args_is_help=True,
-                         add_completion=False)
-
-
-def register(app, aef_app) -> None:
-    """Add the ``import`` and ``export`` groups to the ``aefgate`` app (once)."""
-    present = {getattr(g, "name", None) for g in getattr(app, "registered_groups", [])}
-    for sub in (import_app, export_app):
-        name = sub.info.name
-        if name not in present:
-            app.add_typer(sub, name=name)
+from aefgate.cli.converter_cmds import JSON_OPT, POLICY_HELP, command_hook
 
 
 def _withheld(run: Path, policy: Optional[Path]) -> frozenset[str]:
@@ -48,29 +30,15 @@ def _withheld(run: Path, policy: Optional[Path]) -> frozenset[str]:
 # -- aefgate import inspect ---------------------------------------------------------------------------------------
 
 
-@import_app.command("inspect")
+@command_hook(types={"key": Optional[Path]})
 def import_inspect(
     log: Path = typer.Argument(..., metavar="LOG", help="The Inspect eval log: a .eval or a .json file; or a folder "
                                "of logs (DIR): every .eval and .json under it, one run each."),
     out: Path = typer.Argument(..., metavar="OUT", help="The run folder to write (absent or empty); for a folder of "
                                "logs, the folder the runs go into (OUT/<the log's path in DIR, without suffix>; "
                                "created when absent; the runs it already holds are kept)."),
-    target_mode: str = typer.Option("live", "--target-mode", help="execution.targetMode: live, replayed, scripted "
-                                    "or mocked. Inspect does not record it: the converter's claim, listed in "
-                                    "imported.asserted."),
-    content_capture: str = typer.Option("on", "--content-capture", help="on: keep the case content, explanations "
-                                        "and answers (blobs, evidence); off: none of it (RUN-11)."),
-    at: Optional[str] = typer.Option(None, "--at", help="The seal's sealedAt, RFC 3339 UTC (default: now)."),
-    key: Optional[Path] = typer.Option(None, "--key", help="An unencrypted PKCS#8 PEM private key: also sign the "
-                                       "seal (attestation.dsse.json)."),
-    grader_types: bool = typer.Option(False, "--grader-types", help="Set annotator.kind LLM (and the judge's "
-                                      "model) on the lines of Inspect's model-graded scorers (model_graded_qa, "
-                                      "model_graded_fact): aefgate's extension, docs/mappings/aigp.md."),
-    lossless: bool = typer.Option(True, "--lossless/--no-lossless", help="Also keep what the page's mapping does "
-                                  "not place (the log's header, each sample's other members, the reductions) in "
-                                  "ext/inspect_ai/ files of the run, so that export inspect gives the log back "
-                                  "(aefgate's extension, on by default); --no-lossless writes exactly the page's "
-                                  "run."),
+    *,
+    options: dict,
     jobs: Optional[int] = typer.Option(None, "--jobs", help="For a folder of logs: worker processes (default: the "
                                        "number of cores)."),
     as_json: bool = JSON_OPT,
@@ -88,9 +56,11 @@ def import_inspect(
     from aefgate.converters.inspect.folder import describe_run
     from aefgate.converters.inspect.importer import import_log
     from aefgate.errors import Refusal
-    from aefgate.formats.aef.signatures import signing_key_of
+    from aefgate.aef.signatures import signing_key_of
     from aefgate.formats.inspect import open_log
 
+    target_mode, content_capture = options["target_mode"], options["content_capture"]
+    at, key, grader_types, lossless = options["at"], options["key"], options["grader_types"], options["lossless"]
     if log.is_dir():
         _import_folder(log, out, jobs=jobs, target_mode=target_mode, content_capture=content_capture, at=at,
                        key=key, grader_types=grader_types, lossless=lossless, as_json=as_json)
@@ -166,37 +136,11 @@ def _import_folder(src: Path, out: Path, *, jobs, target_mode, content_capture, 
 # -- aefgate export inspect ---------------------------------------------------------------------------------------
 
 
-@export_app.command("inspect")
 def export_inspect(
     run: Path = typer.Argument(..., metavar="RUN", help="The run folder."),
     out: Path = typer.Argument(..., metavar="OUT", help="The Inspect log to write: OUT.eval or OUT.json."),
-    ignore_overlays: bool = typer.Option(False, "--ignore-overlays", help="Convert a run with overlay events "
-                                         "without them (IN-4): its sealed lines only."),
-    output_from_evidence: bool = typer.Option(False, "--output-from-evidence", help="Rebuild each sample's output "
-                                              "(and messages) from its captured output evidence, where the page "
-                                              "refuses the run (IN-5): aefgate's extension, for runs imported from "
-                                              "Inspect (docs/mappings/inspect.md)."),
-    map_scorers: bool = typer.Option(False, "--map-scorers", help="Write a path summarized for several metrics as "
-                                     "Inspect writes a map-valued scorer (one EvalScore per metric), where the page "
-                                     "refuses the run (IN-3): aefgate's extension."),
-    grader_types: bool = typer.Option(False, "--grader-types", help="Also write each score's AIGP grader type "
-                                      "(Score.metadata.aigp.grader; UNCALIBRATED for a judge without calibration): "
-                                      "docs/mappings/aigp.md."),
-    task: Optional[str] = typer.Option(None, "--task", help="eval.task for a run without a suite: the Inspect task "
-                                       "name (IN-1; aefgate's extension)."),
-    model: Optional[str] = typer.Option(None, "--model", help="eval.model for a run whose subject is not a model "
-                                        "(default: the subject's kind:name): aefgate's extension."),
-    case_times: Optional[str] = typer.Option(None, "--case-times", help="span: a sample whose root lines carry "
-                                             "different times gets their span (the earliest start, the latest end, "
-                                             "the longest duration), where the page refuses the run (IN-5): "
-                                             "aefgate's extension."),
-    omit_unscored: bool = typer.Option(False, "--omit-unscored", help="With --map-scorers, leave out of results a "
-                                       "summary entry whose metric no line at its path scores (a rate of the lines' "
-                                       "states), where the export refuses the run (IN-3): aefgate's extension."),
-    label_values: bool = typer.Option(False, "--label-values", help="Write a score whose label is not one of "
-                                      "Inspect's letters (C, I, P, N) as its value, the label in "
-                                      "Score.metadata.aef.labels, where the page writes the label, which its import "
-                                      "refuses (IN-7): aefgate's extension."),
+    *,
+    options: dict,
     policy: Optional[Path] = typer.Option(None, "--policy", help=POLICY_HELP),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -211,10 +155,7 @@ def export_inspect(
     from aefgate.formats.inspect import open_log
 
     require_dir(run)
-    path = to_inspect(run, out, ignore_overlays=ignore_overlays, withheld_ok=_withheld(run, policy),
-                      output_from_evidence=output_from_evidence, map_scorers=map_scorers,
-                      grader_types=grader_types, task=task, model=model, case_times=case_times,
-                      omit_unscored=omit_unscored, label_values=label_values)
+    path = to_inspect(run, out, withheld_ok=_withheld(run, policy), **options)
     written = open_log(path)
     if as_json:
         render.emit_json({"run": str(run), "output": str(path), "format": written.format,

@@ -1,5 +1,7 @@
-"""OpenTelemetry commands: ``aefgate import otel`` and ``aefgate export otel`` (interop/opentelemetry.md, implemented
-by :mod:`aefgate.converters.otel`; OTLP files by :mod:`aefgate.formats.otlp`)."""
+"""OpenTelemetry commands: the hooks of ``aefgate import otel`` and ``aefgate export otel`` (interop/opentelemetry.md,
+implemented by :mod:`aefgate.converters.otel`; OTLP files by :mod:`aefgate.formats.otlp`). The commands are made from
+the converters' declared options (:mod:`aefgate.cli.converter_cmds`); these hooks add several inputs, ``--key``,
+``export otel --to`` and its request options, and the output."""
 
 from __future__ import annotations
 
@@ -9,40 +11,17 @@ from typing import List, Optional
 import typer
 
 from aefgate.cli import render
-from aefgate.cli.inspect_cmds import JSON_OPT, export_app, import_app
+from aefgate.cli.converter_cmds import JSON_OPT, command_hook
 
 
-def register(app, aef_app) -> None:
-    """The commands hang on the shared ``import`` and ``export`` groups (added by :mod:`aefgate.cli.inspect_cmds`)."""
-
-
-@import_app.command("otel")
+@command_hook(types={"traces": List[Path], "key": Optional[Path]})
 def import_otel(
     logs: List[Path] = typer.Argument(..., metavar="LOGS...", help="OTLP logs, one or more: an OTLP/JSON file (one "
                                       "LogsData per line, the file exporter's form), a protobuf request body (.pb, "
                                       "gzip or not), or a folder of them."),
     out: Path = typer.Argument(..., metavar="OUT", help="The run folder to write (absent or empty)."),
-    traces: List[Path] = typer.Option([], "--traces", help="OTLP traces the events belong to (a file or a folder; "
-                                      "repeatable): kept in traces.otlp.jsonl."),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="The runId (default: otel-<digest of the input>)."),
-    from_tool: Optional[str] = typer.Option(None, "--from", help="imported.from: the tool that wrote the input."),
-    subject: Optional[str] = typer.Option(None, "--subject", help="subject.ref (default: agent:<service.name>)."),
-    subject_kind: str = typer.Option("agent", "--subject-kind", help="subject.kind."),
-    target_mode: str = typer.Option("live", "--target-mode", help="execution.targetMode: live, replayed, scripted "
-                                    "or mocked (the converter's claim, listed in imported.asserted)."),
-    content_capture: str = typer.Option("on", "--content-capture", help="on, or off (a record with content is "
-                                        "then refused: content-capture, [SEC-6])."),
-    at: Optional[str] = typer.Option(None, "--at", help="The seal's sealedAt, RFC 3339 UTC (default: now); also "
-                                     "the run's times when no event has one (OT-4)."),
-    key: Optional[Path] = typer.Option(None, "--key", help="Sign the seal with this PKCS#8 PEM private key."),
-    skip_unplaceable: bool = typer.Option(False, "--skip-unplaceable", help="Leave out the evaluation events the "
-                                          "page cannot place (OT-6: no name, no case, a label without a value, a "
-                                          "non-finite value, the same metric twice for one case ...) instead of "
-                                          "refusing the input: each is listed (rule, case, evaluation, where) on "
-                                          "stderr and in --json, and the sealed run counts them (run.json ext)."),
-    suite_run: Optional[str] = typer.Option(None, "--suite-run", help="Import the events of this "
-                                            "test.suite.run.id only (the input holds several runs; the receiver "
-                                            "groups by it the same way)."),
+    *,
+    options: dict,
     as_json: bool = JSON_OPT,
 ) -> None:
     """Import OpenTelemetry gen_ai.evaluation.result events (and their traces) as an AEF run, sealed ingest
@@ -51,16 +30,15 @@ def import_otel(
     Example: aefgate import otel logs.otlp.jsonl runs/evals --traces traces.otlp.jsonl --subject agent:travel
     """
     from aefgate.converters.otel.importer import from_otel
-    from aefgate.formats.aef import jsonio
-    from aefgate.formats.aef.seal import seal_run_hash
-    from aefgate.formats.aef.signatures import signing_key_of
+    from aefgate.aef import jsonio
+    from aefgate.aef.seal import seal_run_hash
+    from aefgate.aef.signatures import signing_key_of
     from aefgate.fsutil import count_lines
 
-    signing_key = signing_key_of(key)  # before anything is written
     skipped: list[dict] = []
-    run_dir = from_otel(logs, out, traces=traces, run_id=run_id, source=from_tool, subject=subject,
-                        subject_kind=subject_kind, target_mode=target_mode, content_capture=content_capture, at=at,
-                        key=signing_key, skip_unplaceable=skip_unplaceable, suite_run=suite_run, skipped=skipped)
+    signing_key = signing_key_of(options.pop("key"))  # before anything is written
+    options["source"] = options.pop("from")
+    run_dir = from_otel(logs, out, key=signing_key, skipped=skipped, **options)
     run = jsonio.read_json(run_dir / "run.json")
     lines = count_lines(run_dir / "results.ndjson")
     run_hash = seal_run_hash(run_dir)
@@ -90,11 +68,12 @@ def _say_left_out(skipped: list[dict], *, to_stderr: bool) -> None:
     c.print(f"left out  {len(skipped)} evaluation events (counted in run.json ext aefgate.otel.unplaceable)")
 
 
-@export_app.command("otel")
 def export_otel(
     run: Path = typer.Argument(..., metavar="RUN", help="The run folder."),
     out: Optional[Path] = typer.Argument(None, metavar="[OUT]", help="The OTLP/JSON logs file to write (one "
                                          "LogsData per line); or --to."),
+    *,
+    options: dict,
     to: Optional[str] = typer.Option(None, "--to", help="An OTLP/HTTP endpoint (http(s)://host:4318): POST the "
                                      "events to /v1/logs (with the run's other log records) and the run's traces "
                                      "to /v1/traces, instead of writing a file."),
@@ -106,16 +85,6 @@ def export_otel(
                                 "connection errors; Retry-After honoured)."),
     timeout: float = typer.Option(30.0, "--timeout", help="With --to: seconds a request may take, retries "
                                   "included."),
-    aigp: bool = typer.Option(False, "--aigp", help="Also write each line's AIGP grader type (aigp.grader.type; "
-                              "aigp.grader.confidence UNCALIBRATED for a judge without calibration): "
-                              "docs/mappings/aigp.md."),
-    name_from: str = typer.Option("summary", "--name-from", help="How a line without scores that no summary entry "
-                                  "names is named (OT-1): summary (the page: refused) or path (aefgate's "
-                                  "extension: the event takes the line's path as its name; docs/mappings/otel.md)."),
-    service_name: Optional[str] = typer.Option(None, "--service-name", help="The events' resource service.name "
-                                               "(default: the run's subject.telemetry.serviceName; with --to, "
-                                               "else the subject's name, so a receiver groups the run's events "
-                                               "together; a file keeps the page's rule, no resource: OT-2)."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Export a run that verifies as OpenTelemetry gen_ai.evaluation.result events: one OTLP/JSON LogsData line per
@@ -133,7 +102,7 @@ def export_otel(
     if (out is None) == (to is None):
         raise Refusal("CLI-2", "give OUT (a file) or --to URL (an OTLP/HTTP endpoint), one of them", "OUT")
     if to is not None:
-        from aefgate.bus.retry import Policy
+        from aefgate.net.retry import Policy
         from aefgate.converters.otel.exporter import send_otel
 
         headers = {}
@@ -147,7 +116,7 @@ def export_otel(
         if timeout <= 0:
             raise Refusal("CLI-2", "--timeout is more than 0", "--timeout")
         sent = send_otel(run, to, encoding=encoding, headers=headers, policy=Policy(retries=retries, timeout=timeout),
-                         aigp=aigp, name_from=name_from, service_name=service_name)
+                         **options)
         rejected = sum(rep["rejected"] for rep in sent.values())
         problem = None
         if rejected:  # the receiver did not keep every record: not done (exit 1), with the counts and first messages
@@ -172,7 +141,7 @@ def export_otel(
     from aefgate.converters.otel.exporter import to_otel
     from aefgate.fsutil import count_lines
 
-    path = to_otel(run, out, aigp=aigp, name_from=name_from, service_name=service_name)
+    path = to_otel(run, out, **options)
     n = count_lines(path)
     if as_json:
         render.emit_json({"run": str(run), "output": str(path), "lines": n})

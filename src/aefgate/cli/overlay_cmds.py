@@ -35,7 +35,7 @@ def chain_op(
     run_dir: Path = typer.Argument(..., metavar="DIR", help="The run folder (with its overlays/)."),
 ) -> None:
     """Verify the overlay chain (§4.2, [OVL-5]): {"problems": [[path, code], ...]}."""
-    from aefgate.formats.aef.overlays import verify_chain
+    from aefgate.aef.overlays import verify_chain
 
     require_dir(run_dir)
     render.emit_json(verify_chain(run_dir).to_json())
@@ -48,7 +48,7 @@ def view_op(
 ) -> None:
     """The effective view at T (§4.3, §9.2.1): {"results", "reviews", "waivers", "withheld", "unsealedEvents",
     "assurance"}."""
-    from aefgate.formats.aef.overlays import effective_view, load_policy
+    from aefgate.aef.overlays import effective_view, load_policy
 
     require_dir(run_dir)
     render.emit_json(effective_view(run_dir, at, load_policy(policy)))
@@ -70,9 +70,9 @@ def view(
 
     Example: aefgate view runs/0192... --at 2026-11-01T00:00:00Z --policy trusted-keys.json
     """
-    from aefgate.formats.aef.overlays import compute_view, load_policy
-    from aefgate.formats.aef.times import now
-    from aefgate.formats.aef.verifier import verify_run
+    from aefgate.aef.overlays import compute_view, load_policy
+    from aefgate.aef.times import now
+    from aefgate.aef.verifier import verify_run
 
     require_dir(run)
     trust = load_policy(policy)
@@ -191,7 +191,7 @@ def _show_view(run: Path, v, verification, *, policy_given: bool) -> None:
 
 
 def _after(a: str, b: str) -> bool:
-    from aefgate.formats.aef.times import parse_time
+    from aefgate.aef.times import parse_time
 
     return parse_time(a) >= parse_time(b)
 
@@ -234,7 +234,7 @@ def decide(
     Example: aefgate decide ./my-run --kind waive --requirement REQ-42 --by reviewer-42 --reason "pending retest"
     --expires 2026-11-01T00:00:00Z
     """
-    from aefgate.formats.aef.decisions import decide as do_decide
+    from aefgate.aef.decisions import decide as do_decide
 
     require_dir(run)
     out = do_decide(run, kind=kind, by=by, reason=reason, result=result, requirement=requirement, state=state,

@@ -14,7 +14,7 @@ import typer
 
 from aefgate.cli import nats_options as nopt
 from aefgate.cli import render
-from aefgate.cli.inspect_cmds import JSON_OPT, POLICY_HELP
+from aefgate.cli.converter_cmds import JSON_OPT, POLICY_HELP
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 
 TO_HELP = ("Where to: nats://host:port/SUBJECT (JetStream, acknowledged), http(s)://host/path (CloudEvents HTTP "

@@ -61,15 +61,15 @@ _SIMPLE_NAME = re.compile(r"[^.\[]+")
 def _member(name: str) -> str:
     if _SIMPLE_NAME.fullmatch(name):
         return f".{name}"
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
 
     return "[" + jsonio.dumps(name).decode("utf-8") + "]"
 
 
 @lru_cache(maxsize=None)
 def _load(file_name: str) -> dict:
-    from aefgate.formats.aef import jsonio
-    from aefgate.formats.aef.schema import SCHEMA_DIR
+    from aefgate.aef import jsonio
+    from aefgate.aef.schema import SCHEMA_DIR
 
     return jsonio.loads((SCHEMA_DIR / "writer" / file_name).read_bytes())
 

@@ -78,7 +78,7 @@ def progress_display(*, quiet: bool) -> Iterator[None]:
 
 def emit_json(value: Any) -> None:
     """Write ``value`` as one JSON value and a newline on stdout (the one JSON writer: ``jsonio.dumps``)."""
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
 
     data = jsonio.dumps(value) + b"\n"
     out = sys.stdout.buffer

@@ -77,7 +77,7 @@ def ingest(
     """
     from aefgate.bus.ingest import IngestConfig, serve_ingest
     from aefgate.errors import Refusal
-    from aefgate.formats.aef.signatures import signing_key_of
+    from aefgate.aef.signatures import signing_key_of
 
     signing_key = signing_key_of(key)
     cfg = IngestConfig(source=source, out=out, durable=durable, idle=idle, dead_letter=dead_letter,
@@ -148,7 +148,7 @@ def otlp(
     nats://127.0.0.1:4222/otlp.logs --durable ingest --out runs/ on each node.
     """
     from aefgate.bus.otlp_receiver import serve
-    from aefgate.formats.aef.signatures import signing_key_of
+    from aefgate.aef.signatures import signing_key_of
 
     signing_key = signing_key_of(key)  # before anything is written
 

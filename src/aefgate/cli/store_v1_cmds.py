@@ -1,7 +1,8 @@
 """``aefgate import store-v1``: AgentEval store v1 (``.agenteval/``) runs migrated into AEF (spec 07 §7.5), one run
 or, with ``--all``, every run of a workspace in worker processes, resumably. Implemented by
 :mod:`aefgate.converters.store_v1`; the workspace is read by :mod:`aefgate.formats.store_v1`; the mapping and the
-rules SV1-1 .. SV1-10 are in ``docs/mappings/store-v1.md``."""
+rules SV1-1 .. SV1-10 are in ``docs/mappings/store-v1.md``. The command is made from the converter's declared
+options (:mod:`aefgate.cli.converter_cmds`); this hook adds ``--all`` and ``--jobs`` and the output."""
 
 from __future__ import annotations
 
@@ -11,11 +12,7 @@ from typing import Optional
 import typer
 
 from aefgate.cli import render
-from aefgate.cli.inspect_cmds import JSON_OPT, import_app
-
-
-def register(app, aef_app) -> None:
-    """The command hangs on the shared ``import`` group (added by :mod:`aefgate.cli.inspect_cmds`)."""
+from aefgate.cli.converter_cmds import JSON_OPT, command_hook
 
 
 def _warn(lines: list[str]) -> None:
@@ -24,7 +21,7 @@ def _warn(lines: list[str]) -> None:
         c.print(f"[yellow]warning[/]: {render.escape(w)}", soft_wrap=True)
 
 
-@import_app.command("store-v1")
+@command_hook(types={"key": Optional[Path]})
 def import_store_v1(
     source: Path = typer.Argument(..., metavar="SOURCE", help="A store v1 run folder (<workspace>/subjects/<agents|"
                                   "workflows>/<subject>/runs/<run id>); with --run or --all, the workspace "
@@ -32,7 +29,8 @@ def import_store_v1(
     out: Path = typer.Argument(..., metavar="OUT", help="The run folder to write (absent or empty); with --all, the "
                                "folder the runs go into (OUT/<run id>; created when absent; the migrations it "
                                "already holds are kept)."),
-    run: Optional[str] = typer.Option(None, "--run", help="The run id to migrate, when SOURCE is a workspace."),
+    *,
+    options: dict,
     all_runs: bool = typer.Option(False, "--all", help="Migrate every run of every subject of the workspace SOURCE "
                                   "into OUT: in worker processes, skipping the runs OUT already holds unchanged, "
                                   "again into OUT/<run id>--<key> those whose source changed; exit 1 when a run "
@@ -40,18 +38,6 @@ def import_store_v1(
                                   "no run (benchmarks/, red-team/, ...) is listed with the reason: not an error."),
     jobs: Optional[int] = typer.Option(None, "--jobs", help="With --all: worker processes (default: the number of "
                                        "cores)."),
-    target_mode: str = typer.Option("mocked", "--target-mode", help="execution.targetMode: mocked (store v1 records "
-                                    "no provider), or live, replayed or scripted when you know how the run drove "
-                                    "its subject; listed in imported.asserted."),
-    content_capture: str = typer.Option("on", "--content-capture", help="on: keep inputs, outputs, eval-result "
-                                        "trees, the agent trace and the run's other files as evidence; off: none "
-                                        "of them (RUN-11). Listed in imported.asserted."),
-    subject: Optional[str] = typer.Option(None, "--subject", help="subject.ref instead of <kind>:<the store's "
-                                          "subject name, percent-encoded> (listed in imported.asserted); not with "
-                                          "--all."),
-    at: Optional[str] = typer.Option(None, "--at", help="The seal's sealedAt, RFC 3339 UTC (default: now): with "
-                                     "it fixed, two migrations of one store give the same run hash."),
-    key: Optional[Path] = typer.Option(None, "--key", help="Sign each seal with this PKCS#8 PEM private key."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Migrate AgentEval store v1 runs (.agenteval/) into imported AEF runs, sealed ingest (spec 07 §7.5).
@@ -62,6 +48,8 @@ def import_store_v1(
     """
     from aefgate.errors import Refusal
 
+    run, subject = options.pop("run"), options["subject"]
+    target_mode, content_capture, at, key = (options[k] for k in ("target_mode", "content_capture", "at", "key"))
     if all_runs:
         if run is not None:
             raise Refusal("CLI-2", "--all migrates every run: it takes no --run", "--run")

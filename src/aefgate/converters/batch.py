@@ -20,6 +20,9 @@
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
+import hashlib
 import multiprocessing
 import os
 import signal
@@ -31,8 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from aefgate import progress
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
+from aefgate.aef.canonical import jcs
+from aefgate.aef.signatures import load_private_key
+from aefgate.fsutil import check_outside
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - not POSIX
+    resource = None  # type: ignore[assignment]
 
 __all__ = ["WorkerPool", "Decision", "StateFile", "decide", "error_row", "output_folder", "signing_key",
            "summarize", "check_jobs", "input_key"]
@@ -60,8 +72,6 @@ def error_row(e: BaseException) -> dict[str, Any]:
 def output_folder(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]]) -> Path:
     """The output folder of a batch, created when absent (its earlier outputs kept): refused when it is a file or a
     symbolic link (OUT-1) or inside an input folder (OUT-2)."""
-    from aefgate.fsutil import check_outside
-
     out = Path(os.path.abspath(out))
     if out.is_symlink():
         raise Refusal("OUT-1", "the output folder is a symbolic link", str(out))
@@ -81,10 +91,6 @@ def output_folder(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLik
 def input_key(doc: dict[str, Any]) -> str:
     """12 hex characters naming one conversion of one input: the digest of ``doc`` (the input's digest and the
     options that change what is written) in canonical JSON."""
-    import hashlib
-
-    from aefgate.formats.aef.canonical import jcs
-
     return hashlib.sha256(jcs(doc)).hexdigest()[:12]
 
 
@@ -125,7 +131,7 @@ class StateFile:
     place), a line whose folder holds a run names a finished conversion, whenever the batch was interrupted; a line
     whose folder is absent (refused, or cut short) is ignored by :func:`decide`, and so is a line that is not JSON
     (cut short by a crash as it was written). The journal is read by AEF's one strict reader
-    (:func:`aefgate.formats.aef.jsonio.loads`: nesting 64, 4 MiB a line): a journal with a line of JSON that is not
+    (:func:`aefgate.aef.jsonio.loads`: nesting 64, 4 MiB a line): a journal with a line of JSON that is not
     one of its own (nested too deep, too large, a member twice, ...) is refused (``OUT-1``, with the line: the
     output folder holds what it cannot take), never rewritten."""
 
@@ -171,8 +177,6 @@ class StateFile:
     def append(path: str | os.PathLike[str], kind: str, input_name: str, folder: str, key: str) -> None:
         """Record (from any process) that ``input_name`` is being converted into ``folder`` under ``key``: one line,
         appended under an exclusive lock."""
-        import fcntl
-
         line = jsonio.dump_line({"format": kind, "input": input_name, "folder": folder, "key": key})
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -195,8 +199,6 @@ def signing_key(path: str | None) -> Any:
     if path is None:
         return None
     if path not in _KEYS:
-        from aefgate.formats.aef.signatures import load_private_key
-
         _KEYS[path] = load_private_key(path)
     return _KEYS[path]
 
@@ -219,8 +221,6 @@ def _init_worker() -> None:
     signal.signal(signal.SIGINT, _interrupted)
     if sys.platform.startswith("linux"):  # a worker whose parent dies (even by SIGKILL) gets SIGTERM: no orphan
         try:
-            import ctypes
-
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):  # pragma: no cover - no prctl
             pass
@@ -233,9 +233,7 @@ def _parent_terminated(signum: int, frame: Any) -> None:  # pragma: no cover - r
 
 
 def _peak_rss_kib() -> int | None:
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not POSIX
+    if resource is None:  # pragma: no cover - not POSIX
         return None
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss // 1024 if sys.platform == "darwin" else rss
@@ -248,8 +246,6 @@ def _ready() -> int:
 def _guarded(work: Callable[[Any], Row], head: Callable[[Any], Row], task: Any) -> Row:
     """``work(task)`` (in a worker process) as a report row: ``head(task)`` updated with what it returns, or
     ``status: refused`` and its error; the worker's pid and peak RSS."""
-    from aefgate import progress
-
     row = head(task)
     with progress.showing(None):  # a worker shows nothing: the parent's bar counts the tasks
         try:
@@ -319,8 +315,6 @@ class WorkerPool:
             unit: str) -> list[Row]:
         """One row per task, in the tasks' order. ``work`` and ``head`` are module-level functions (they go to the
         workers by name)."""
-        from aefgate import progress
-
         rows: list[Row | None] = [None] * len(tasks)
         self.used = max(1, min(self.jobs, len(tasks)))
         with progress.task(label, len(tasks), unit) as bar:

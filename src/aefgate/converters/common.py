@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from aefgate.errors import EXIT_INTEGRITY, Refusal
-from aefgate.formats.aef.onepass import LineMapper
-from aefgate.formats.aef.times import parse_time
-from aefgate.formats.aef.verifier import Verification, verify_run
+from aefgate.aef.onepass import LineMapper
+from aefgate.aef.times import parse_time
+from aefgate.aef.verifier import Verification, verify_run
 
 __all__ = ["TARGET_MODES", "CollectLines", "check_import_options", "verified", "verified_lines"]
 
@@ -37,7 +37,7 @@ def verified(root, rule: str, *, mapper: LineMapper | None = None, policy: Any =
              unsealed_ok: bool = True) -> Verification:
     """Every exporter's "only a run that verifies is exported" (AEP-1, IN-11, OT-8, ASSERT-12, EVAPI-8 and their
     kin), in one place: verify the run folder ``root`` (under the trust ``policy`` when given), with ``mapper`` (an
-    :class:`aefgate.formats.aef.onepass.LineMapper`) converting it in the same pass, and refuse unless it verifies:
+    :class:`aefgate.aef.onepass.LineMapper`) converting it in the same pass, and refuse unless it verifies:
     ``CLI-1`` (the input is not what the parameter takes) when ``root`` is no run folder; the exporter's own ``rule`` (exit 1) when the run is ``invalid``, has
     a problem but an authorized ``withheld``, or is ``unsealed`` while ``unsealed_ok`` is false; then the mapper's
     own refusal. Returns the :class:`Verification`; the mapper's output may then be released."""

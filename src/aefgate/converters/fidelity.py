@@ -57,9 +57,10 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from aefgate.converters.registry import HUB, Converter, Loss, Registry, _step_options, field_matches, registry
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.times import parse_time
-from aefgate.formats.aef.vocab import TYPED_ABSENCES
+from aefgate.aef import jsonio
+from aefgate.aef.times import parse_time
+from aefgate.aef.verifier import verify_run
+from aefgate.aef.vocab import TYPED_ABSENCES
 
 __all__ = ["FieldCount", "FidelityReport", "compare_runs", "fidelity", "fidelity_from_source", "seal_time"]
 
@@ -176,8 +177,6 @@ class FidelityReport:
 
 
 def _outcome(run_dir: Path) -> str:
-    from aefgate.formats.aef.verifier import verify_run
-
     return verify_run(run_dir).outcome
 
 

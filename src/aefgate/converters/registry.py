@@ -252,6 +252,13 @@ class Converter:
     file, a round trip's export): ``.json`` for an Inspect log (a ``.eval`` reorders its samples).
     ``one_way``: for a format converted in this direction only, why there is no converter the other way (an
     import-only format says why it has no export); :meth:`Registry.formats` shows it as ``noExport``/``noImport``.
+
+    The command line makes ``aefgate import NAME`` (a converter ``NAME -> aef``) and ``aefgate export NAME`` (``aef ->
+    NAME``) from these declarations: one flag per option (``--opt-name``, its help, type and default), and
+    ``--json``. ``cli``, when given, is the command's hook (a function, or ``"module:attr"`` naming one, loaded only
+    when the command is built): what the command does beyond the options (its arguments, flags of its own, its
+    output); see :mod:`aefgate.cli.converter_cmds`. Without one the command runs this converter and, for an import,
+    verifies the run it wrote.
     """
 
     name: str
@@ -268,6 +275,7 @@ class Converter:
     round_trip_options: Mapping[str, Any] = field(default_factory=dict, compare=False)
     suffix: str = ""
     one_way: str = ""
+    cli: Any = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.name or not self.source or not self.target:

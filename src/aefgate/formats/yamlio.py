@@ -1,5 +1,5 @@
 """The one YAML reader: ``yaml.safe_load`` (no Python object is built from a tag) with the bounds of aefgate's JSON
-reader (:mod:`aefgate.formats.aef.jsonio`, the AEF limits of [ENC-17] and [ENC-3]).
+reader (:mod:`aefgate.aef.jsonio`, the AEF limits of [ENC-17] and [ENC-3]).
 
 - nesting at most ``max_depth`` (64) mappings and sequences deep, aliases counted at the depth they are used (a
   YAML alias can repeat a deep node anywhere); an alias of a node that holds it (a recursive structure) is refused,
@@ -20,12 +20,13 @@ None); what PyYAML itself refuses is ``yaml.YAMLError``, left to the caller (it 
 from __future__ import annotations
 
 import math
+import re
 from itertools import accumulate
 from typing import Any
 
 import yaml
 
-from aefgate.formats.aef.jsonio import MAX_DEPTH
+from aefgate.aef.jsonio import MAX_DEPTH
 
 __all__ = ["YamlProblem", "load"]
 
@@ -121,8 +122,6 @@ def _flow_depth(text: str) -> int:
 
 
 def _only_brackets(text: str) -> str:
-    import re
-
     return "".join(re.findall(r"[\[\]{}]+", text))
 
 

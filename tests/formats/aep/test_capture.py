@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef.jsonio import dumps
+from aefgate.aef.jsonio import dumps
 from aefgate.formats.aep import (
     CAPTURE_LEVELS,
     SECRET,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aefgate.formats.aef.jsonio import dumps
+from aefgate.aef.jsonio import dumps
 from aefgate.formats.aep import PII, SECRET, Redactor, redact, redact_value
 
 from ._aep import FIXTURES, ids

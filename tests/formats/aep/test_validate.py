@@ -14,7 +14,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef import schema as S
+from aefgate.aef import schema as S
 from aefgate.formats.aep import (
     CORE_ATTRIBUTES,
     check_event,
@@ -243,7 +243,7 @@ def test_differential_on_golden_and_invalid_corpus():
         assert (validate_event(e) is None) == oracle(e), e.get("id")
 
 
-# -- the compiler generalization (aefgate.formats.aef.schema.compile_schemas) -------------------------------------
+# -- the compiler generalization (aefgate.aef.schema.compile_schemas) -------------------------------------
 
 
 def test_compile_schemas_property_names_and_annotation_prefixes():

@@ -13,8 +13,8 @@ from typing import Any
 
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.times import parse_time
+from aefgate.aef import jsonio
+from aefgate.aef.times import parse_time
 
 
 AEP_VERSION = "0.1"

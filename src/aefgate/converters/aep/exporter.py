@@ -18,8 +18,8 @@ import msgspec
 from aefgate.converters.aigp import calibrated_models, grader_of
 from aefgate.converters.common import verified
 from aefgate.errors import EXIT_INTEGRITY, Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.onepass import LineMapper
+from aefgate.aef import jsonio
+from aefgate.aef.onepass import LineMapper
 from aefgate.fsutil import append_file, atomic_file, check_file_destination
 from aefgate.converters.aep.common import (
     AEP_VERSION, EXT_KEY, OVERLAY_SEVERITY, T_EVAL, T_FEEDBACK, T_GUARD, _AEF_COPY, _AEF_KEYS, _CONTROL,
@@ -171,9 +171,10 @@ class _Options:
         self.root, self.level, self.host, self.cmap, self.agent = root, level, host, cmap, agent
 
 
-def _check_options(run_dir: str | os.PathLike[str], *, max_capture: str = "metadata", agent: str | None = None,
-                   source_host: str | None = None, cause_map: Any = None) -> _Options:
-    """AEP-8, AEP-3, AEP-7 and RUN-1, in this order: what is checked before the verification."""
+def check_options(run_dir: str | os.PathLike[str], *, max_capture: str = "metadata", agent: str | None = None,
+                  source_host: str | None = None, cause_map: Any = None) -> _Options:
+    """AEP-8, AEP-3, AEP-7 and RUN-1, in this order: what is checked before the verification (public: the bus's
+    forked producer checks them before it verifies, as :func:`export_events` does)."""
     root = Path(run_dir)
     level = _check_level(max_capture)
     host = _check_host(source_host if source_host not in (None, "") else "aefgate")
@@ -192,10 +193,11 @@ def _verify_intact(root: Path, policy: Any = None):
     return verified(root, "AEP-1", policy=policy, unsealed_ok=False)
 
 
-def _context(opts: _Options, run_hash: str, run: dict | None = None) -> tuple[_Export, list[dict], set[str], Any]:
+def export_context(opts: _Options, run_hash: str, run: dict | None = None) -> tuple[_Export, list[dict], set[str],
+                                                                                   Any]:
     """What follows the verification: the run header (``run``, when the caller read run.json itself), the
     ceiling (AEP-8), the agent (AEP-3), the overlay decisions (AEP-12); ``run_hash`` names the events (AEP-4)."""
-    from aefgate.formats.aef.overlays import verify_chain
+    from aefgate.aef.overlays import verify_chain
 
     root, level, agent = opts.root, opts.level, opts.agent
     if run is None:
@@ -237,7 +239,7 @@ def export_events(
 ) -> Iterator[dict]:
     """The AEP events of a run that verifies ``intact`` (AEP-1), in the order of AEP-2.
 
-    The run is verified and converted in one pass (:mod:`aefgate.formats.aef.onepass`), the events kept in an
+    The run is verified and converted in one pass (:mod:`aefgate.aef.onepass`), the events kept in an
     unnamed temporary file, and every option checked, before the iterator is returned: a refusal comes from this
     call, not from the first ``next()``, and no event of a run that does not verify is ever yielded.
     ``max_capture`` is the capture ceiling (AEP-8), ``agent`` overrides the envelope's ``agent``, ``source_host``
@@ -270,7 +272,7 @@ def _one_pass(run_dir: str | os.PathLike[str], out, encode, options: Mapping[str
     return mapper
 
 
-def _verified(root: Path, mapper: Any, policy: Any) -> None:
+def verify_for_export(root: Path, mapper: Any, policy: Any) -> None:
     """AEP-1: verify the run at ``root`` while ``mapper`` (which names the events by ``mapper.run_hash``, the
     seal's) maps it (``verify_run(mapper=)``); refused unless it verifies intact, then the mapper's own
     refusal; the run hash must be the verdict's. The mapper's output may then be released."""
@@ -291,8 +293,8 @@ def _spooled(spool, mapper: "_AepMapper") -> Iterator[dict]:
     yield from _decision_events(mapper.ctx, mapper.decisions, mapper.seen, mapper.redact)
 
 
-def _result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
-                   seen_targets: dict[str, tuple[str, str, Any, str]], redact, structs: bool = False) -> Iterator[Any]:
+def result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
+                  seen_targets: dict[str, tuple[str, str, Any, str]], redact, structs: bool = False) -> Iterator[Any]:
     """AEP-2 .. AEP-11: the events of result lines, in order; numbered from ``ctx.seq``. Notes in ``seen_targets``
     the lines that overlay decisions target (AEP-12).
 
@@ -389,8 +391,8 @@ def _result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
             seen_targets[rid] = (case, line["path"], line.get("trial"), first_id)
 
 
-def _decision_events(ctx: _Export, decisions: list[dict], seen_targets: dict[str, tuple[str, str, Any, str]],
-                     redact) -> Iterator[dict]:
+def decision_events(ctx: _Export, decisions: list[dict], seen_targets: dict[str, tuple[str, str, Any, str]],
+                    redact) -> Iterator[dict]:
     """AEP-12: the feedback events of the overlay decisions, after every result line's."""
     text = ctx.text
     prefix = ctx.prefix
@@ -467,7 +469,7 @@ def to_aep(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], **
 
 def _write_jsonl(run_dir: str | os.PathLike[str], out: Path, options: Mapping[str, Any], encode) -> Path:
     """The export's lines (``encode`` of each batch of events) written atomically at ``out`` in one pass over the
-    run (:mod:`aefgate.formats.aef.onepass`): the run is verified while its events are made and written to a
+    run (:mod:`aefgate.aef.onepass`): the run is verified while its events are made and written to a
     temporary sibling of ``out``, which is moved into place only when the run verifies intact (AEP-1)."""
     import secrets
 
@@ -487,10 +489,10 @@ def _write_jsonl(run_dir: str | os.PathLike[str], out: Path, options: Mapping[st
     return out
 
 
-def _sealed_run_hash(root: Path) -> str | None:
+def sealed_run_hash(root: Path) -> str | None:
     """The run hash seal.json names (AEP-4 names the events after it), or None when there is none to read: then
     nothing is mapped, and the verification refuses the run (only an intact run is exported)."""
-    from aefgate.formats.aef.seal import read_seal_lean
+    from aefgate.aef.seal import read_seal_lean
 
     try:
         reading = read_seal_lean(root)
@@ -748,3 +750,12 @@ def _export_options(options: Mapping[str, Any]) -> dict:
     return out
 
 
+# The streaming seam the bus uses (aefgate.bus.pipeline, the forked producer of `publish`), in its order:
+# check_options -> sealed_run_hash -> verify_for_export(root, mapper) -> export_context (in the mapper's begin) ->
+# result_events over the checked lines -> decision_events. The private names are this module's own (and its tests').
+_check_options = check_options
+_context = export_context
+_verified = verify_for_export
+_result_events = result_events
+_decision_events = decision_events
+_sealed_run_hash = sealed_run_hash

@@ -14,9 +14,9 @@ from urllib.parse import quote
 
 from aefgate.errors import Refusal
 from aefgate.progress import task as progress_task
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.times import parse_time
-from aefgate.formats.aef.vocab import STATES, TYPED_ABSENCES
+from aefgate.aef import jsonio
+from aefgate.aef.times import parse_time
+from aefgate.aef.vocab import STATES, TYPED_ABSENCES
 from aefgate.fsutil import check_destination, input_file_problem
 from aefgate.converters.aep.common import (
     AEP_VERSION, ASSESSMENT_TYPES, EXT_KEY, MAX_LABEL, MAX_REASON, T_FEEDBACK, T_GUARD, _AEF_COPY, _CORRECTIONS,
@@ -329,6 +329,13 @@ class _Importer:
         return node
 
 
+def check_event(event: Any, where: str) -> None:
+    """The import's own checks of one AEP event (AEP-13 and the rules :func:`import_events` applies to each event),
+    on this event alone: what the bus (``serve ingest``) checks at intake before an event is journaled. Refuses
+    with :class:`~aefgate.errors.Refusal`; returns nothing."""
+    _Importer(None).take(event, where)
+
+
 def _subject_ref(agent: str) -> str:
     """AEP-14: ``subject.ref`` of the envelope's ``agent``: the agent itself when it is a typed reference already
     (``<scheme>:<printable ASCII>``, the AEF pattern), else ``agent:`` and the agent with every character outside
@@ -347,7 +354,7 @@ def _subject_ref(agent: str) -> str:
 
 def _trees(imp: _Importer, level: str) -> list[tuple[str, tuple, dict]]:
     """AEP-15: the roots (case, marker, node tree) in the order their lines first came; rollups last."""
-    from aefgate.formats.aef.resultid import result_id
+    from aefgate.aef.resultid import result_id
 
     nodes: dict[tuple, dict] = {}
     by_rid: dict[str, tuple] = {}  # the result ids the exporting run gave (RES-4 over the session's runId)
@@ -416,8 +423,8 @@ def import_events(
 
 def _write(imp: _Importer, out: Path, *, at: str | None, key: Any, run_id: str | None, target_mode: str,
            name: str) -> Path:
-    from aefgate.formats.aef.builder import RunBuilder
-    from aefgate.formats.aef.sealer import NotVerified
+    from aefgate.aef.builder import RunBuilder
+    from aefgate.aef.sealer import NotVerified
 
     if not imp.lines:
         raise Refusal("AEP-14", "no assessment event to import", name)
@@ -449,7 +456,7 @@ def _write(imp: _Importer, out: Path, *, at: str | None, key: Any, run_id: str |
         asserted.insert(0, "runId")
     signing_key = None
     if key is not None:
-        from aefgate.formats.aef.signatures import load_private_key
+        from aefgate.aef.signatures import load_private_key
 
         signing_key = load_private_key(key) if isinstance(key, (str, os.PathLike)) else key
     trees = _trees(imp, level)
@@ -494,7 +501,7 @@ def _at_event(e: Refusal, imp: _Importer, case: str, marker: tuple, node: dict) 
     """A refusal of RunBuilder for a line made from events (a member of ``aef`` of the wrong shape, say): the same
     rule and message, placed at the event that gave the line (``file:line``), the line's own place in the message.
     The line is found by the place the builder gives it (``builder._where``) in the tree being added."""
-    from aefgate.formats.aef.builder import _where
+    from aefgate.aef.builder import _where
 
     where = e.where or ""
     stack = [node]

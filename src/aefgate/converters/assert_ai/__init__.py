@@ -66,7 +66,7 @@ def back_options(run_dir: Path) -> dict[str, Any]:
     """The import options that bring an export of ``run_dir`` back as close to it as the page allows: its run id
     (so a case's lines come back at the same result ids), subject and target mode, and the conversations kept
     (``content_capture`` on). Its times cannot come back: a judge-only run has no manifest until ASSERT runs it."""
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
 
     run = jsonio.read_json(Path(run_dir) / "run.json")
     subject = run.get("subject") or {}
@@ -83,7 +83,7 @@ def match_lines(run_dir: Path) -> Callable[[dict, bool], Hashable]:
 
     firsts: set[str] = set()
     seen: set[str] = set()
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
 
     for _n, line in jsonio.iter_ndjson(Path(run_dir) / "results.ndjson"):
         if line.get("parentResultId") is None and "trial" not in line and line["caseId"] not in seen:
@@ -128,21 +128,27 @@ CONVERTERS = [
     Converter(
         "assert-to-aef", "assert", "aef", _import,
         options=[
-            Option("suite", "with run: the suite of the run SRC/SUITE/RUN (SRC a results root)", str, None),
-            Option("run", "with suite: the run's folder name", str, None),
+            Option("suite", "with run: the suite folder under the input, a results root (the run is "
+                            "RESULTS/SUITE/RUN)", str, None),
+            Option("run", "with suite: the run folder under the suite", str, None),
             Option("run_id", "the runId to write (default: <suite>.<run>)", str, None),
             Option("from", "imported.from (default: assert-ai 0.3)", str, None),
-            Option("subject", "subject.ref (default: the converter's reading of ASSERT's target)", str, None),
-            Option("subject_kind", "subject.kind (with subject)", str, None),
-            Option("target_mode", "execution.targetMode (default: live; replayed for a judge-only run)", str, None),
-            Option("content_capture", "on (seeds, transcripts, tool calls and the judge's reasoning as blobs), off "
-                                      "(none, nor the judge's justification); not given: the page's worked example "
-                                      "(contentCapture on, no blob)", str, None),
+            Option("subject", "subject.ref (default: the converter's reading of ASSERT's target: endpoint:<URL>, "
+                              "agent:<callable> or model:<name>)", str, None),
+            Option("subject_kind", "subject.kind (with subject; default: the ref's kind when it is one)", str, None),
+            Option("target_mode", "execution.targetMode: live, replayed, scripted or mocked (default: live; replayed "
+                                  "for a judge-only run). The converter's claim, listed in imported.asserted", str,
+                   None),
+            Option("content_capture", "on: also keep the seeds, transcripts, tool calls and the judge's reasoning as "
+                                      "blobs (and each case's ASSERT facts in ext); off: none of it, nor the judge's "
+                                      "justification (RUN-11). Not given: the page's worked example (contentCapture "
+                                      "on, no blob)", str, None),
             Option("at", "the seal's sealedAt, RFC 3339 UTC (default: now)", str, None),
             Option("key", "a private key (PKCS#8 PEM) that signs the seal", str, None),
-            Option("wilson", "add the 95% Wilson interval to each summary entry", bool, False),
-            Option("max_harm_rate", "a gate limit on the harm rate: the entry's rule and verdict", float, None),
-            Option("max_over_refusal_rate", "a gate limit on the over-refusal rate", float, None),
+            Option("wilson", "add the 95% Wilson interval to each rate (ASSERT prints none)", bool, False),
+            Option("max_harm_rate", "a gate limit on the harm rate: the summary entry's rule (harm <= X) and verdict",
+                   float, None),
+            Option("max_over_refusal_rate", "a gate limit on the over-refusal rate (over_refusal <= Y)", float, None),
             Option("accept_changed_suite", "import a run whose taxonomy.json or test_set.jsonl changed (or went "
                                            "missing) since it ran, against the present files as ASSERT reads it; "
                                            "the recorded and present hashes are noted (ASSERT-5 otherwise)", bool,
@@ -154,23 +160,26 @@ CONVERTERS = [
         back_options=back_options,
         match_lines=match_lines,
         records=records,
+        cli="aefgate.cli.assert_cmds:import_assert",
     ),
     Converter(
         "aef-to-assert", "aef", "assert", _export,
         options=[
-            Option("taxonomy", "the taxonomy.json ASSERT's judge grades against (default: the run's "
-                               "ext/assert-ai/taxonomy.json)", str, None),
-            Option("judge_model", "ASSERT's judge model (default: the run's first judge)", str, None),
+            Option("taxonomy", "the taxonomy.json ASSERT's judge grades against (default: the one a run imported "
+                               "from ASSERT keeps under ext/assert-ai/)", str, None),
+            Option("judge_model", "ASSERT's judge model, as LiteLLM names it (default: the run's first judge)", str,
+                   None),
             Option("assert_suite", "the kit's suite name (default: the run's suite, else agenteval)", str, None),
             Option("assert_run", "the kit's run name (default: judge-1)", str, None),
             Option("target", "the target named on each row (default: deployment.endpoint, else the subject)", str,
                    None),
-            Option("assert_root", "the kit's folder as ASSERT will see it (an absolute path; default: OUT_DIR)",
-                   str, None),
+            Option("assert_root", "the kit's folder (OUT_DIR) as ASSERT will see it (an absolute path, e.g. in a "
+                                  "container; default: OUT_DIR)", str, None),
             Option("label_set", "the case map's labelSet (default: aef:<runId>)", str, None),
         ],
         losses=LOSSES_TO_ASSERT,
         description="AEF runs with captured conversations into a judge-only ASSERT run (results/<suite>/<run>/) and "
                     "its case map agenteval-cases.json (interop/assert.md)",
+        cli="aefgate.cli.assert_cmds:export_assert",
     ),
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aefgate.formats.aef.refs import decode_name, encode_name
+from aefgate.aef.refs import decode_name, encode_name
 
 __all__ = [
     "EVALUATOR",

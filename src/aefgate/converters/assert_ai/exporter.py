@@ -31,8 +31,8 @@ from typing import Any, Iterator
 from aefgate.converters.assert_ai.common import EXT_FOLDER, EXT_NAME, decode_name
 from aefgate.converters.common import verified_lines
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.runfs import blob_path
+from aefgate.aef import jsonio
+from aefgate.aef.runfs import blob_path
 from aefgate.formats.assert_ai.reader import ASSERT_ID
 from aefgate.formats.assert_ai.writer import KitCase, write_judge_kit
 from aefgate.fsutil import atomic_dir, check_destination

@@ -10,7 +10,7 @@ leave out as ``notMeasured``; ``--wilson`` adds the 95% Wilson interval, ``--max
 
 The cases, in this order: the test set's (in file order), then the score rows' cases the test set does not have,
 then the transcripts' cases with neither. The three JSON Lines files are streamed: a first pass over each indexes
-its cases (byte offsets, in :class:`~aefgate.formats.aef.spill.SpillIndex`, whose memory does not grow with the
+its cases (byte offsets, in :class:`~aefgate.aef.spill.SpillIndex`, whose memory does not grow with the
 run) and gathers what the run header and the summary's verdicts need; the second writes each case, reading its
 score row and transcript again: in file order while the files are in one order, else by offset (:class:`_Reader`).
 Memory holds one case.
@@ -55,13 +55,13 @@ from aefgate.converters.assert_ai.common import (
 )
 from aefgate.converters.common import TARGET_MODES, check_import_options
 from aefgate.errors import Refusal
-from aefgate.formats.aef.builder import RunBuilder
-from aefgate.formats.aef.canonical import number_to_string
-from aefgate.formats.aef.sealer import NotVerified
-from aefgate.formats.aef.signatures import signing_key_of
-from aefgate.formats.aef.spill import SpillIndex
-from aefgate.formats.aef.times import now, parse_time, to_utc
-from aefgate.formats.aef.verifier import in_one_process
+from aefgate.aef.builder import RunBuilder
+from aefgate.aef.canonical import number_to_string
+from aefgate.aef.sealer import NotVerified
+from aefgate.aef.signatures import signing_key_of
+from aefgate.aef.spill import SpillIndex
+from aefgate.aef.times import now, parse_time, to_utc
+from aefgate.aef.verifier import in_one_process
 from aefgate.formats.assert_ai.files import (
     iter_jsonl,
     read_line_at,

@@ -54,7 +54,8 @@ def _cloudevents_to_aep(src: Any, dst: Any, **_: Any) -> dict:
 CONVERTERS = [
     Converter("aef-to-cloudevents", "aef", "cloudevents", _to_cloudevents,
               EXPORT_OPTIONS + (Option("mode", _MODE, str, "structured"),), LOSSES_TO_CLOUDEVENTS,
-              "an intact AEF run as AEP assessment events in structured CloudEvents (AEP-0005)", suffix=".jsonl"),
+              "an intact AEF run as AEP assessment events in structured CloudEvents (AEP-0005)", suffix=".jsonl",
+              cli="aefgate.cli.aep_cmds:export_cloudevents"),
     Converter("cloudevents-to-aef", "cloudevents", "aef", _from_cloudevents, IMPORT_OPTIONS, LOSSES_FROM_CLOUDEVENTS,
               "structured CloudEvents of AEP assessment events as an imported AEF run, sealed ingest",
               back_options=back_options),

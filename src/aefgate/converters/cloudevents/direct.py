@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
 from aefgate.formats.cloudevents import (
     ce_inverse,
     is_cloudevents_line,
@@ -111,7 +111,7 @@ def _export_batch(task: tuple[str, int, list[bytes | None], str]) -> tuple[bytes
 
 def _raw_batches(src: Path) -> Iterator[tuple[int, list[bytes | None]]]:
     """The file's lines in batches of ``_BATCH`` (the verifier's batching), its framing checked as they are read."""
-    from aefgate.formats.aef.verifier import _batches
+    from aefgate.aef.verifier import _batches
 
     with open(src, "rb") as f:
         try:

@@ -18,6 +18,7 @@ __all__ = ["CONVERTERS", "back_options", "match_lines", "records"]
 
 
 def _import(src: Any, dst: Any, **options: Any) -> Path:
+    # lazy: listing formats loads this package
     from aefgate.converters.evaluation_api.importer import from_evaluation_api
 
     if "from" in options:
@@ -26,7 +27,7 @@ def _import(src: Any, dst: Any, **options: Any) -> Path:
 
 
 def _export(src: Any, dst: Any, **_: Any) -> Path:
-    from aefgate.converters.evaluation_api.exporter import to_evaluation_api
+    from aefgate.converters.evaluation_api.exporter import to_evaluation_api  # lazy: listing formats loads this package
 
     return to_evaluation_api(src, dst)
 
@@ -34,8 +35,8 @@ def _export(src: Any, dst: Any, **_: Any) -> Path:
 def back_options(run_dir: Path) -> dict[str, Any]:
     """The import options that bring an export of ``run_dir`` back as that run: its run id, subject, target mode,
     content capture and seal time (the responses hold none of them)."""
-    from aefgate.converters.fidelity import seal_time
-    from aefgate.formats.aef import jsonio
+    from aefgate.converters.fidelity import seal_time  # lazy: listing formats loads this package
+    from aefgate.aef import jsonio  # lazy: listing formats loads this package
 
     run = jsonio.read_json(Path(run_dir) / "run.json")
     subject = run.get("subject") or {}
@@ -60,8 +61,8 @@ def match_lines(run_dir: Path) -> Callable[[dict, bool], Hashable]:
 
 def records(path: Path) -> Iterator[tuple[str, str, Any]]:
     """Responses as the source cycle compares them: each file's JSON value, keyed by its session (or its name)."""
-    from aefgate.converters.evaluation_api.importer import input_files
-    from aefgate.formats.aef import jsonio
+    from aefgate.converters.evaluation_api.importer import input_files  # lazy: listing formats loads this package
+    from aefgate.aef import jsonio  # lazy: listing formats loads this package
 
     for f in input_files(path):
         value = jsonio.loads(f.read_bytes())
@@ -74,10 +75,12 @@ _OPTIONS = [
     Option("from", "imported.from: the tool or service that gave the responses", str, None),
     Option("subject", "subject.ref: the agent the sessions ran (required: a response names none)", str, None),
     Option("subject_kind", "subject.kind", str, "agent"),
-    Option("target_mode", "execution.targetMode: live, replayed, scripted or mocked", str, "live"),
-    Option("content_capture", "contentCapture: on, or off (no reasoning, evidence, text or list values kept)", str,
-           "on"),
-    Option("at", "the seal's sealedAt, RFC 3339 UTC (default: now)", str, None),
+    Option("target_mode", "execution.targetMode: live, replayed, scripted or mocked (the converter's claim, listed in "
+                          "imported.asserted)", str, "live"),
+    Option("content_capture", "contentCapture: on, or off (no reasoning, evidence quote, featured text, text or list "
+                              "value is kept)", str, "on"),
+    Option("at", "the seal's sealedAt, RFC 3339 UTC (default: now); also the run's times when no insight has one",
+           str, None),
     Option("key", "a private key (PKCS#8 PEM) that signs the seal", str, None),
 ]
 
@@ -91,11 +94,13 @@ CONVERTERS = [
         back_options=back_options,
         match_lines=match_lines,
         records=records,
+        cli="aefgate.cli.evalapi_cmds:import_evaluation_api",
     ),
     Converter(
         "aef-to-evaluation-api", "aef", "evaluation-api", _export,
         losses=LOSSES_TO_EVALUATION_API,
         description="AEF runs into one EvaluationStatusResponse per case: a .json file for a one-case run, else a "
                     "folder (docs/mappings/evaluation-api.md)",
+        cli="aefgate.cli.evalapi_cmds:export_evaluation_api",
     ),
 ]

@@ -18,8 +18,11 @@ from typing import Any, Iterator
 from aefgate.converters.evaluation_api.importer import EXT, STATUS_PATH
 from aefgate.converters.common import verified_lines
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
+from aefgate.aef.canonical import number_to_string
+from aefgate.aef.runfs import blob_path
 from aefgate.formats.evaluation_api import dumps
+from aefgate.fsutil import atomic_dir, atomic_lines, check_destination, check_file_destination, parents_for
 
 __all__ = ["export_responses", "to_evaluation_api", "file_name"]
 
@@ -37,8 +40,6 @@ def file_name(case_id: str) -> str:
 
 class _Run:
     def __init__(self, root: Path) -> None:
-        from aefgate.formats.aef.runfs import blob_path
-
         self.root = root
         self.run, self.lines = verified_lines(root, "EVAPI-8")
         self.content_on = self.run.get("contentCapture", "on") == "on"
@@ -137,8 +138,6 @@ def _imported(x: _Run, line: dict, ext: dict, where: str) -> tuple[str, dict | N
 
 def _generic(x: _Run, line: dict, index: int, where: str) -> tuple[str, dict, dict | None]:
     """A line aefgate did not import from the API, as an insight (EVAPI-21)."""
-    from aefgate.formats.aef.canonical import number_to_string
-
     state = line["state"]
     scores = line.get("scores") or []
     value: Any
@@ -243,8 +242,6 @@ def to_evaluation_api(run_dir: str | os.PathLike[str], out: str | os.PathLike[st
     """Write the run's responses: ``out`` ending in ``.json`` is one response file (a run of one case; EVAPI-23
     otherwise), any other ``out`` a folder of ``<case id>.json`` files (absent or empty). Atomic: nothing appears at
     ``out`` unless every case was exported."""
-    from aefgate.fsutil import atomic_dir, atomic_lines, check_destination, check_file_destination, parents_for
-
     dest = Path(out)
     if dest.suffix == ".json":
         check_file_destination(dest, (run_dir,))

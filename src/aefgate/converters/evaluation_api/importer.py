@@ -23,12 +23,17 @@ from typing import Any, Iterable, Iterator
 
 from aefgate.converters.common import check_import_options
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
+from aefgate.aef.builder import RunBuilder
+from aefgate.aef.sealer import NotVerified
+from aefgate.aef.signatures import signing_key_of
+from aefgate.aef.times import now, parse_time, to_utc
+from aefgate.aef.verifier import in_one_process
 from aefgate.formats.evaluation_api import (
     BooleanValue, FeaturedSection, GroupSection, Insight, ListValue, NumberValue, StandaloneSection, StatusResponse,
     TextValue, iter_insights, parse, session_of, unknown,
 )
-from aefgate.fsutil import MISSING, input_file_problem, open_regular
+from aefgate.fsutil import MISSING, check_destination, input_file_problem, open_regular
 
 __all__ = ["EXT", "from_evaluation_api", "input_files", "escape", "insight_path"]
 
@@ -112,8 +117,6 @@ class _Session:
         self.times = [t for t in self._times()]
 
     def _times(self) -> Iterator[str]:
-        from aefgate.formats.aef.times import to_utc
-
         for item, _g in iter_insights(self.resp):
             t = to_utc(item.created)
             if t is not None:
@@ -217,8 +220,6 @@ def _ext(item: Any, group: GroupSection | None, raw: dict, raw_group: dict | Non
 
 
 def _case_lines(sess: _Session, content_on: bool, b: Any, metrics: dict) -> Iterator[dict]:
-    from aefgate.formats.aef.times import to_utc
-
     resp: StatusResponse = sess.resp
     seen: dict[str, str] = {}
     for item, group, raw, raw_group, at in sess.raw_items():
@@ -289,13 +290,6 @@ def from_evaluation_api(
 ) -> Path:
     """Import Evaluation API responses (files, folders of ``.json`` files, or ``fetched`` bodies) as one AEF run at
     ``out_dir`` (absent or empty), sealed ``ingest`` at ``at`` (default now), signed with ``key``."""
-    from aefgate.formats.aef.builder import RunBuilder
-    from aefgate.formats.aef.sealer import NotVerified
-    from aefgate.formats.aef.signatures import signing_key_of
-    from aefgate.formats.aef.times import now, parse_time
-    from aefgate.formats.aef.verifier import in_one_process
-    from aefgate.fsutil import check_destination
-
     check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)
     for name, value in (("option 'subject'", subject), ("option 'run_id'", run_id), ("option 'from'", source)):
         if value is not None and not value:

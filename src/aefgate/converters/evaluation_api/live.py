@@ -25,6 +25,8 @@ from urllib.parse import quote, urlsplit
 
 from aefgate.masking import mask, mask_url
 from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.formats.evaluation_api import TERMINAL, parse
+from aefgate.net.retry import retry_after
 
 __all__ = ["fetch_sessions", "status_url"]
 
@@ -68,8 +70,6 @@ def fetch_sessions(base: str, sessions: list[str], *, token: str | None = None, 
                    say: Callable[[str], None] = lambda s: None) -> Iterator[tuple[str, bytes, str | None, str]]:
     """``(where, body, None, session)`` per session, its terminal response (or its last ``NOT_READY`` at the
     deadline); refusals as the module docstring says."""
-    from aefgate.bus.retry import retry_after
-    from aefgate.formats.evaluation_api import TERMINAL, parse
 
     if timeout <= 0 or poll <= 0 or request_timeout <= 0:
         raise Refusal("CLI-2", "option 'timeout', option 'poll' and option 'request_timeout' are more than 0",

@@ -50,7 +50,7 @@ LOSSES_TO_EVALUATION_API: tuple[Loss, ...] = (
 LOSSES_FROM_EVALUATION_API: tuple[Loss, ...] = (
     Loss("The order sections (and a group's insights) were listed in, when it is not ascending by order: they are "
          "read, and written back, ascending (EVAPI-3)", (), source="aefgate"),
-    Loss("Under --content-capture off: the reasoning, the evidence quote, the featured text, and text and list "
+    Loss("Under option 'content_capture=off': the reasoning, the evidence quote, the featured text, and text and list "
          "values (a run that keeps no content keeps none of them; the export leaves such an insight out)",
          ("response:results*.reasoning", "response:results*.evidence", "response:results*.text",
           "response:results*.value", "response:results*", "response:featured.text", "response:(record)"),

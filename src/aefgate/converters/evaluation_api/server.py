@@ -1,6 +1,6 @@
 """``aefgate serve evaluation-api RUN``: a run served as the Evaluation API, for integration tests of its clients
 (docs/mappings/evaluation-api.md, "Serving a run"). The responses are the export's (:mod:`.exporter`), made once at
-start from a run that verifies (EVAPI-8); the HTTP layer is aefgate's one (:mod:`aefgate.bus.http_server`).
+start from a run that verifies (EVAPI-8); the HTTP layer is aefgate's one (:mod:`aefgate.net.http_server`).
 
 - ``GET /api/v2/evaluation/status?sessionId=ID``: 200 with the case's response; 404 for a session the run does not
   hold; 400 without ``sessionId``.
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from aefgate.formats.evaluation_api import dumps
+from aefgate.net.http_server import application, hostport, start
 
 __all__ = ["serve", "responses"]
 
@@ -46,12 +47,9 @@ def responses(run_dir: str | os.PathLike[str]) -> dict[str, tuple[bytes, bytes]]
 def serve(run_dir: str | os.PathLike[str], *, listen: str = "127.0.0.1:8080",
           say: Callable[[str], None] | None = None) -> dict:
     """Serve until SIGTERM or SIGINT; return the request counts by status."""
-    from aiohttp import web
+    from aiohttp import web  # lazy: a service's dependency, not every command's
 
-    from aefgate.bus.http_server import application, start
-    from aefgate.bus.otlp_receiver import _hostport
-
-    host, port = _hostport(listen, "--listen")
+    host, port = hostport(listen, "listen")
     say = say or (lambda s: None)
     bodies = responses(Path(run_dir))  # the run verifies, or EVAPI-8 before listening
     counts: dict[str, int] = {}

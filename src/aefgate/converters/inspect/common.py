@@ -3,14 +3,15 @@ value checks (interop/inspect.md)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from typing import Any
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef.refs import decode_name, encode_name  # noqa: F401  (re-exported)
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.builder import _SECRET_NAME  # [RUN-10]'s credential names, reused
+from aefgate.aef.refs import decode_name, encode_name  # noqa: F401  (re-exported)
+from aefgate.aef import jsonio
+from aefgate.aef.builder import _SECRET_NAME  # [RUN-10]'s credential names, reused
 
 #: the version of inspect_ai the page was written against
 PAGE_VERSION = "0.3.277"
@@ -110,8 +111,6 @@ def without_credentials(value: Any, where: str, dropped: list[str], text: bytes 
 def _utc(text: Any, rule: str, where: str) -> str:
     """An Inspect time (RFC 3339 with an offset) as an [ENC-8] UTC time: the same instant, its fraction digits kept
     exactly (trailing zeros dropped). A time without an offset, or one that does not exist, is refused (IN-6)."""
-    import datetime as dt
-
     if not isinstance(text, str):
         raise Refusal(rule, f"a time is a string, not {_kind(text)}", where)
     m = _RFC3339.match(text)

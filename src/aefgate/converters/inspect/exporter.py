@@ -1,6 +1,6 @@
 """AEF -> Inspect (interop/inspect.md, "AEF -> Inspect", rules IN-1 to IN-5, IN-11 to IN-13).
 
-:func:`to_inspect` verifies the run (:func:`~aefgate.formats.aef.verifier.verify_run`; a run that does not verify is
+:func:`to_inspect` verifies the run (:func:`~aefgate.aef.verifier.verify_run`; a run that does not verify is
 refused, IN-11, exit 1), maps it (:func:`export_run`, pure: a header and a list of samples) and writes it with
 :func:`aefgate.formats.inspect.write_log` (``.json`` or ``.eval`` by the output's suffix). A run imported with
 ``lossless`` (its ``ext/inspect_ai/`` files, :class:`_Kept`) is exported as the log it came from: the mapped fields
@@ -16,10 +16,16 @@ from pathlib import Path
 from typing import Any
 
 
+from aefgate.converters.aigp import calibrated_models, grader_of
+from aefgate.converters.common import CollectLines, verified
+from aefgate.converters.inspect.importer import _case_id
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.progress import task as progress_task
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.times import parse_time
+from aefgate.aef import jsonio
+from aefgate.aef.times import parse_time
+from aefgate.formats.inspect import write_log
+from aefgate.formats.inspect.jsontext import loads
+from aefgate.fsutil import check_file_destination
 from aefgate.converters.inspect.common import (CONTENT_KIND, KEPT_HEADER, KEPT_REDUCTIONS, KEPT_SAMPLES, LETTERS,
                                                READ_VERSIONS, TOKENS, _REDUCERS_EXPORT, decode_name)
 
@@ -147,8 +153,6 @@ def _score_of(line: Mapping[str, Any], blobs: _Blobs, content_on: bool, where: s
         aef["labels"] = labels
     score["metadata"] = {"aef": aef}
     if aigp is not None:
-        from aefgate.converters.aigp import grader_of
-
         g = grader_of(line, aigp)
         if g is not None:
             score["metadata"]["aigp"] = {"grader": g}
@@ -185,8 +189,6 @@ def export_run(
     summary entry whose metric no line at its path scores, which ``map_scorers`` cannot write (IN-3);
     ``label_values`` writes a score whose label is not one of Inspect's letters as its value (the label in
     ``Score.metadata.aef.labels``), which the import reads back (the page's import refuses such a label, IN-7)."""
-    from aefgate.converters.common import CollectLines, verified
-
     root = Path(run_dir)
     if not (root / "run.json").is_file():
         raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(root))
@@ -203,8 +205,6 @@ def export_run(
     blobs = _Blobs(root, withheld)
     content_on = run.get("contentCapture") != "off"
     if grader_types:
-        from aefgate.converters.aigp import calibrated_models
-
         aigp: frozenset[str] | None = calibrated_models(run)
     else:
         aigp = None
@@ -359,9 +359,6 @@ class _Kept:
 
     @classmethod
     def read(cls, root: Path) -> _Kept | None:
-        from aefgate.converters.inspect.importer import _case_id
-        from aefgate.formats.inspect.jsontext import loads
-
         ext = root / "ext"
         hp = ext / KEPT_HEADER
         if not hp.is_file():
@@ -688,14 +685,11 @@ def to_inspect(
     """Convert an AEF run into an Inspect eval log at ``out_path`` (``.json`` or ``.eval``, by its suffix unless
     ``fmt`` says). The run must verify (IN-11, exit 1); a run with overlay events is refused unless
     ``ignore_overlays`` (IN-4)."""
-    from aefgate.formats.inspect import write_log
-
     out = Path(out_path)
     if fmt is None:
         fmt = {".json": "json", ".eval": "eval"}.get(out.suffix.lower())
     if fmt not in ("json", "eval"):
         raise Refusal("CLI-2", "the output is an Inspect log: a .json or .eval file", str(out))
-    from aefgate.fsutil import check_file_destination
 
     check_file_destination(out, (run_dir,))  # absent, under a folder (OUT-1), not inside the run (OUT-2)
     header, samples = export_run(run_dir, ignore_overlays=ignore_overlays, withheld_ok=withheld_ok,

@@ -28,7 +28,12 @@ from typing import Any
 
 from aefgate.converters import batch
 from aefgate.converters.common import check_import_options
+from aefgate.converters.inspect.importer import from_inspect
 from aefgate.errors import Refusal
+from aefgate.aef import jsonio
+from aefgate.aef.sealer import seal_run_hash
+from aefgate.aef.signatures import signing_key_of
+from aefgate.fsutil import count_lines
 
 __all__ = ["import_folder", "find_logs", "run_folders", "describe_run", "STATE_FILE", "STATUSES", "NOT_LOGS"]
 
@@ -104,10 +109,6 @@ def run_folders(logs: list[str]) -> dict[str, str]:
 def describe_run(run_dir: Path) -> dict[str, Any]:
     """What an import wrote (read back from the run, not verified again: the import verified it): run id and
     status, result lines, outcome (``intact`` when sealed, ``unsealed`` for a running run, IN-11), run hash, signed."""
-    from aefgate.formats.aef import jsonio
-    from aefgate.formats.aef.sealer import seal_run_hash
-    from aefgate.fsutil import count_lines
-
     run = jsonio.read_json(run_dir / "run.json")
     run_hash = seal_run_hash(run_dir) if (run_dir / "seal.json").exists() else None
     return {"output": str(run_dir), "runId": run["runId"], "runStatus": run["status"],
@@ -133,8 +134,6 @@ def _row_head(task: dict[str, Any]) -> dict[str, Any]:
 
 def _one(task: dict[str, Any]) -> dict[str, Any]:
     """Import one log (in a worker process): what the report's row says of it."""
-    from aefgate.converters.inspect.importer import from_inspect
-
     opts = task["options"]
     source = Path(task["source"])
     out_dir = Path(task["out_dir"])
@@ -172,8 +171,6 @@ def import_folder(src: str | os.PathLike[str], out_dir: str | os.PathLike[str], 
     Refused as a whole (exit 2, nothing written): bad options (CLI-2), ``src`` not a folder (CLI-1), an output
     folder that is a file, a link, or inside ``src`` (OUT-1, OUT-2), a key that does not load, a state file that
     does not read (OUT-1)."""
-    from aefgate.formats.aef.signatures import signing_key_of
-
     check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)
     n_jobs = batch.check_jobs(jobs)
     signing_key = signing_key_of(key)  # before anything is written

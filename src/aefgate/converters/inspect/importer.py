@@ -1,7 +1,7 @@
 """Inspect -> AEF (interop/inspect.md, "Inspect -> AEF", rules IN-6 to IN-10, R7I-n, R8-4).
 
 :func:`from_inspect` reads an eval log with :func:`aefgate.formats.inspect.open_log` (``.eval`` or ``.json``) and
-writes one AEF run with :class:`~aefgate.formats.aef.builder.RunBuilder`, streaming the samples, sealed as
+writes one AEF run with :class:`~aefgate.aef.builder.RunBuilder`, streaming the samples, sealed as
 ``ingest`` (a ``started`` log gives a running run, which is not sealed). The run is verified before it is renamed
 into place (IN-11); every refusal names its rule and leaves nothing behind. :func:`import_log` is the same over a
 header and an iterable of samples.
@@ -12,8 +12,10 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import pickle
 import re
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -24,12 +26,19 @@ from typing import Any
 from aefgate.converters.common import check_import_options
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.progress import task as progress_task
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.signatures import signing_key_of
-from aefgate.formats.aef.canonical import jcs, number_to_string
-from aefgate.formats.aef.times import parse_time
+from aefgate.aef import jsonio
+from aefgate.aef.signatures import signing_key_of
+from aefgate.aef.canonical import jcs, number_to_string
+from aefgate.aef.builder import RunBuilder
+from aefgate.aef.sealer import NotVerified
+from aefgate.aef.spill import SpillIndex
+from aefgate.aef.summary import summarize
+from aefgate.aef.times import parse_time
+from aefgate.aef.verifier import in_one_process, verify_run
+from aefgate.formats.inspect import open_log
 from aefgate.formats.inspect.jsontext import dumps
 from aefgate.formats.inspect.reader import RESOLVE_EXTRA_DEPTH
+from aefgate.fsutil import check_destination
 from aefgate.converters.inspect.common import (
     AEF_ROLES, MAX_DEPTH, _SURROGATE, CONTENT_FIELDS, CONTENT_KIND, INSTRUMENT_BLAME, LETTERS, MAX_ABORT,
     MAX_REASON, MEAN_METRICS, MODEL_BLAME, NO_MESSAGE, NO_VALUE, READ_VERSIONS, RECOMPUTED, SAFE_INT, TOKENS,
@@ -886,11 +895,6 @@ def import_log(
     """Inspect -> AEF over an eval log's header (the EvalLog without samples, with ``reductions``) and its samples
     (an iterable, read once, as they stream). Writes the run at ``out_dir`` (absent or empty) and returns it; see
     :func:`from_inspect`."""
-    from aefgate.formats.aef.builder import RunBuilder
-    from aefgate.formats.aef.sealer import NotVerified
-    from aefgate.formats.aef.verifier import in_one_process, verify_run
-    from aefgate.fsutil import check_destination
-
     check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)
     out = Path(os.path.abspath(out_dir))
     check_destination(out)
@@ -982,8 +986,6 @@ class _Importer:
 
     def __init__(self, builder: Any, h: _Header, roles: Mapping[str, Any], content_on: bool, *, closed: bool = True,
                  by_case: bool = False):
-        from aefgate.formats.aef.spill import SpillIndex
-
         self.b = builder
         self.h = h
         self.grader_types = False
@@ -1240,9 +1242,6 @@ class _Importer:
 
     def index_reductions(self, events: Iterable[tuple]) -> None:
         """Read the reductions once (as a stream) into an index on disk: each reduced score under its case."""
-        import pickle
-        import sqlite3
-
         if not self.trials:  # one epoch: reductions make no lines (only their list is checked)
             for ev in events:
                 if ev[0] == "value":
@@ -1276,8 +1275,6 @@ class _Importer:
     def end_case(self) -> None:
         """The case being read is done: its rollups, one per reduction that names it (IN-8), in the reductions'
         order; a closed log needs one at each path with epoch lines (RES-8)."""
-        import pickle
-
         case_id, self.case = self.case, None
         if case_id is None:
             return
@@ -1454,8 +1451,6 @@ def _kept_reductions(reductions: Any, content_on: bool) -> Any:
 
 def _compare_summary(run_dir: Path, h: _Header) -> None:
     """IN-9: a mean, median, minimum or maximum Inspect gives must be the lines' (within §3.6's tolerance)."""
-    from aefgate.formats.aef.summary import summarize
-
     if not h.compares:
         return
     summary = jsonio.read_json(run_dir / "summary.json")
@@ -1516,8 +1511,6 @@ def from_inspect(
 
 
 def _open_log(path: str | os.PathLike[str]) -> Any:
-    from aefgate.formats.inspect import open_log
-
     p = Path(path)
     if not p.exists():
         raise Refusal("CLI-1", "no such file", str(p))

@@ -39,7 +39,7 @@ def back_options(run_dir: Path) -> dict[str, Any]:
     target mode, content capture and seal time. The run id and the paths cannot come back (the page: the importer
     builds them), so the lines are paired by :func:`match_lines`."""
     from aefgate.converters.fidelity import seal_time
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
 
     run = jsonio.read_json(Path(run_dir) / "run.json")
     subject = run.get("subject") or {}
@@ -53,7 +53,7 @@ def match_lines(run_dir: Path) -> Callable[[dict, bool], Hashable]:
     metric (the event's name; a line without scores is named after its summary entry's metric, OT-1)."""
     from aefgate.converters.otel.exporter import _summary_names
 
-    from aefgate.formats.aef import jsonio
+    from aefgate.aef import jsonio
 
     p = Path(run_dir) / "summary.json"
     names = _summary_names(jsonio.read_json(p) if p.is_file() else None)
@@ -72,40 +72,49 @@ CONVERTERS = [
     Converter(
         "otel-to-aef", "otel", "aef", _import,
         options=[
-            Option("traces", "an OTLP traces file (or a folder of them) the events belong to", str, None),
+            Option("traces", "OTLP traces the events belong to (a file or a folder of them; the command takes it "
+                             "repeated): kept in traces.otlp.jsonl", str, None),
             Option("run_id", "the runId to write (default: otel-<digest of the input>)", str, None),
             Option("from", "imported.from: the tool that wrote the input", str, None),
             Option("subject", "subject.ref (default: agent:<service.name>)", str, None),
             Option("subject_kind", "subject.kind", str, "agent"),
-            Option("target_mode", "execution.targetMode: live, replayed, scripted or mocked", str, "live"),
-            Option("content_capture", "contentCapture: on, or off (records with content are then refused)", str,
-                   "on"),
-            Option("at", "the seal's sealedAt, RFC 3339 UTC (default: now)", str, None),
+            Option("target_mode", "execution.targetMode: live, replayed, scripted or mocked (the converter's claim, "
+                                  "listed in imported.asserted)", str, "live"),
+            Option("content_capture", "contentCapture: on, or off (a record with content is then refused: "
+                                      "content-capture, [SEC-6])", str, "on"),
+            Option("at", "the seal's sealedAt, RFC 3339 UTC (default: now); also the run's times when no event has "
+                         "one (OT-4)", str, None),
             Option("key", "a private key (PKCS#8 PEM) that signs the seal", str, None),
-            Option("skip_unplaceable", "leave out the events the page cannot place (OT-6), each listed, and count "
-                                       "them in run.json ext (aefgate.otel.unplaceable); default: refused", bool,
-                   False),
-            Option("suite_run", "import the events of this test.suite.run.id only (an input of several runs)", str,
-                   None),
+            Option("skip_unplaceable", "leave out the evaluation events the page cannot place (OT-6: no name, no "
+                                       "case, a label without a value, a non-finite value, the same metric twice for "
+                                       "one case ...) instead of refusing the input: each is listed (rule, case, "
+                                       "evaluation, where), and the sealed run counts them (run.json ext "
+                                       "aefgate.otel.unplaceable)", bool, False),
+            Option("suite_run", "import the events of this test.suite.run.id only (the input holds several runs; "
+                                "the receiver groups by it the same way)", str, None),
         ],
         losses=LOSSES_FROM_OTEL,
         description="OTLP logs (OTLP/JSON lines or protobuf bodies) and traces into an imported AEF run, sealed "
                     "ingest (interop/opentelemetry.md)",
         back_options=back_options,
         match_lines=match_lines,
+        cli="aefgate.cli.otel_cmds:import_otel",
     ),
     Converter(
         "aef-to-otel", "aef", "otel", _export,
-        options=[Option("aigp", "also write each line's AIGP grader type as aigp.grader.type / "
-                                "aigp.grader.confidence (docs/mappings/aigp.md)", bool, False),
+        options=[Option("aigp", "also write each line's AIGP grader type (aigp.grader.type; aigp.grader.confidence "
+                                "UNCALIBRATED for a judge without calibration): docs/mappings/aigp.md", bool, False),
                  Option("name_from", "how a line without scores that no summary entry names is named (OT-1): "
                                      "summary (the page: refused), or path (aefgate's extension: the event is named "
                                      "after the line's path; docs/mappings/otel.md)", str, "summary"),
                  Option("service_name", "the events' resource service.name (default: the run's "
-                                        "subject.telemetry.serviceName, none without one: OT-2)", str, None)],
+                                        "subject.telemetry.serviceName; sent to an endpoint, else the subject's name, "
+                                        "so a receiver groups the run's events together; a file keeps the page's "
+                                        "rule, no resource: OT-2)", str, None)],
         losses=LOSSES_TO_OTEL,
         description="AEF runs into OTLP/JSON gen_ai.evaluation.result events, one LogsData line per result line "
                     "(interop/opentelemetry.md)",
         suffix=".jsonl",
+        cli="aefgate.cli.otel_cmds:export_otel",
     ),
 ]

@@ -27,15 +27,15 @@ from typing import Any, Iterator
 
 import hashlib
 
-from aefgate.converters.otel.common import TRIAL, TRIALS_AGGREGATION, TRIALS_K, is_evaluation
-from aefgate.formats.aef.onepass import LineMapper
+from aefgate.converters.otel.common import EVENT, TRIAL, TRIALS_AGGREGATION, TRIALS_K, is_evaluation
+from aefgate.aef.onepass import LineMapper
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
 from aefgate.formats.otlp import time_to_nanos
+from aefgate.net.otlp_http import send
 
 __all__ = ["export_records", "send_otel", "to_otel"]
 
-EVENT = "gen_ai.evaluation.result"
 SCOPE = "agenteval"
 MAX_REASONING = 4 * 1024 * 1024  # OT-9
 MAX_NANOS = 2**64 - 1  # fixed64: up to 2554
@@ -63,7 +63,7 @@ def _explanation(root: Path, line: dict, content_on: bool, where: str) -> str | 
     reasoning = line.get("reasoning")
     if not isinstance(reasoning, dict) or "blob" not in reasoning:
         return None
-    from aefgate.formats.aef.runfs import blob_path
+    from aefgate.aef.runfs import blob_path
 
     hexd = reasoning["blob"].split(":", 1)[1]
     p = root / blob_path(hexd)
@@ -95,7 +95,7 @@ def export_records(run_dir: str | os.PathLike[str], *, aigp: bool = False,
                    name_from: str = "summary", service_name: str | None = None,
                    service_from_subject: bool = False) -> Iterator[dict]:
     """The run's ``LogsData`` objects, one per result line (see the module docstring). The run is verified while
-    they are made, in one pass (OT-8; :mod:`aefgate.formats.aef.onepass`), and kept in an unnamed temporary file
+    they are made, in one pass (OT-8; :mod:`aefgate.aef.onepass`), and kept in an unnamed temporary file
     until the verdict: a refusal of the run or of any line (OT-9) comes from this call, before anything is
     yielded. With ``aigp``, each record also carries the line's AIGP grader as ``aigp.grader.type`` /
     ``aigp.grader.confidence`` (docs/mappings/aigp.md; off by default: the page maps ``annotator.kind`` to nothing,
@@ -263,8 +263,6 @@ def send_otel(run_dir: str | os.PathLike[str], url: str, *, encoding: str = "pro
     other records of its own ``logs.otlp.jsonl`` to ``/v1/logs``, its ``traces.otlp.jsonl`` to ``/v1/traces``.
     Nothing is sent before the run verified (OT-8) and every line was mapped (OT-1, OT-9): the events are built
     first. Returns what each signal's requests carried; ``OTLP-3`` (exit 1) when a request is given up or refused."""
-    from aefgate.bus.otlp_http import send
-
     root = Path(run_dir)
     # a receiver groups the events of one run by their service: named after the subject when the run names none
     events = list(export_records(root, aigp=aigp, name_from=name_from, service_name=service_name,

@@ -41,13 +41,13 @@ from aefgate.converters.otel.common import (RUN_ID_KEY, TRIAL, TRIALS_AGGREGATIO
                                             is_evaluation, result_mark, run_id_part)
 from aefgate.converters.aigp import annotator_kind
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
-from aefgate.formats.aef.vocab import TRIAL_AGGREGATIONS
-from aefgate.formats.aef.vocab import STATES, TYPED_ABSENCES
+from aefgate.aef import jsonio
+from aefgate.aef.vocab import TRIAL_AGGREGATIONS
+from aefgate.aef.vocab import STATES, TYPED_ABSENCES
 from aefgate.formats.otlp import attributes, is_null_id, iter_file, nanos_to_time, value_of
 from aefgate.progress import task as progress_task
 
-__all__ = ["Unplaceable", "from_otel", "input_files"]
+__all__ = ["EventCheck", "Unplaceable", "from_otel", "input_files"]
 
 MAX_REASON = 4096
 MAX_LABEL = 64
@@ -331,6 +331,31 @@ class _Events:
 _AGGREGATIONS = TRIAL_AGGREGATIONS
 
 
+class EventCheck:
+    """The importer's mapping of one evaluation event at a time, for the bus (``serve otlp``'s intake and replay,
+    ``serve ingest``'s journal and build): one log record -> its line, with the checks :func:`from_otel` applies
+    to it (:class:`Unplaceable` for an event the page cannot place, OT-6 and [ENC-3]; OTLP-1 as a
+    :class:`~aefgate.errors.Refusal`). "The same metric twice" is decided here, on the marks
+    (:func:`~aefgate.converters.otel.common.result_mark`) of the results the caller already holds."""
+
+    def __init__(self) -> None:
+        self._events = _Events(True)
+
+    def line(self, rec: dict, where: str, attrs: dict | None = None, *, seen: set[bytes] | None = None) -> dict:
+        """The record's line (``attrs``: its attributes, when the caller has them). With ``seen``, the marks of the
+        results placed before it: a record whose mark is among them is :class:`Unplaceable` (OT-6, "the same
+        metric twice"), else its mark is added to ``seen``."""
+        self._events.seen = seen if seen is not None else set()
+        return self._events._event(rec, where, attrs)
+
+    def mark(self, rec: dict, where: str = "") -> bytes | None:
+        """The record's result mark, or None when it is not placeable."""
+        try:
+            return result_mark(self.line(rec, where))
+        except Refusal:
+            return None
+
+
 def _trial_of(a: dict[str, Any], where: str) -> tuple[int | None, dict[str, Any] | None]:
     """The event's trial (``aefgate.trial``) or rollup (``aefgate.trials.aggregation``, ``aefgate.trials.k``)."""
     trial = value_of(a.get(TRIAL), where)
@@ -420,11 +445,11 @@ def from_otel(
     caller gives; each ``{"rule", "case", "evaluation", "where", "message"}``), and the run's ``ext`` counts it
     (``aefgate.otel.unplaceable``), beside ``rejected_before`` (events of the group a receiver rejected at intake,
     ``aefgate.otel.rejectedAtIntake``)."""
-    from aefgate.formats.aef.builder import RunBuilder
-    from aefgate.formats.aef.sealer import NotVerified
-    from aefgate.formats.aef.signatures import signing_key_of
-    from aefgate.formats.aef.verifier import in_one_process
-    from aefgate.formats.aef.times import now, parse_time
+    from aefgate.aef.builder import RunBuilder
+    from aefgate.aef.sealer import NotVerified
+    from aefgate.aef.signatures import signing_key_of
+    from aefgate.aef.verifier import in_one_process
+    from aefgate.aef.times import now, parse_time
     from aefgate.fsutil import check_destination
 
     check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)

@@ -19,7 +19,7 @@ __all__ = ["CONVERTERS", "LOSSES_FROM_STORE_V1", "WHY_NO_EXPORT"]
 
 def _import(src: Any, dst: Any, *, run: str | None = None, target_mode: str = "mocked", content_capture: str = "on",
             subject: str | None = None, at: str | None = None, key: str | None = None, **_: Any) -> None:
-    from aefgate.converters.store_v1.importer import from_store_v1
+    from aefgate.converters.store_v1.importer import from_store_v1  # lazy: listing formats loads this package
 
     from_store_v1(src, dst, run=run, target_mode=target_mode or "mocked", content_capture=content_capture or "on",
                   subject=subject, at=at, key=key)
@@ -31,17 +31,21 @@ CONVERTERS = [
         options=[
             Option("run", "the run id, when the input is a workspace (.agenteval) rather than a run folder", str,
                    None),
-            Option("target_mode", "execution.targetMode: mocked (store v1 records no provider), or live, replayed, "
-                   "scripted when you know how the run drove its subject", str, "mocked"),
-            Option("content_capture", "contentCapture: on (inputs, outputs, the eval-result trees and the trace are "
-                   "kept as evidence), or off (none of them)", str, "on"),
-            Option("subject", "subject.ref instead of <kind>:<the store's subject name> (then asserted)", str, None),
-            Option("at", "the seal's sealedAt, RFC 3339 UTC (default: now)", str, None),
+            Option("target_mode", "execution.targetMode: mocked (store v1 records no provider), or live, replayed or "
+                   "scripted when you know how the run drove its subject; listed in imported.asserted", str, "mocked"),
+            Option("content_capture", "contentCapture: on (inputs, outputs, eval-result trees, the agent trace and "
+                   "the run's other files are kept as evidence), or off (none of them; RUN-11). Listed in "
+                   "imported.asserted", str, "on"),
+            Option("subject", "subject.ref instead of <kind>:<the store's subject name, percent-encoded> (listed in "
+                   "imported.asserted); for one run, not a whole workspace", str, None),
+            Option("at", "the seal's sealedAt, RFC 3339 UTC (default: now): with it fixed, two migrations of one "
+                   "store give the same run hash", str, None),
             Option("key", "a private key (PKCS#8 PEM) that signs the seal", str, None),
         ],
         losses=LOSSES_FROM_STORE_V1,
         description="AgentEval store v1 (.agenteval/ workspace: a run folder, or a workspace and a run id) into an "
                     "imported AEF run, sealed ingest (spec 07 §7.5). Import only: " + WHY_NO_EXPORT,
         one_way=WHY_NO_EXPORT,
+        cli="aefgate.cli.store_v1_cmds:import_store_v1",
     ),
 ]

@@ -2,7 +2,7 @@
 (spec 07 §7.5; aefgate's choices where §7.5 is informative: ``docs/mappings/store-v1.md``).
 
 The store is read by :mod:`aefgate.formats.store_v1` (refusals ``SV1-1`` .. ``SV1-9`` with the file at fault); the
-run is written by :class:`~aefgate.formats.aef.builder.RunBuilder`, verified and sealed before it is renamed into
+run is written by :class:`~aefgate.aef.builder.RunBuilder`, verified and sealed before it is renamed into
 place (``SV1-10``, exit 1, when it would not verify), so a refused run leaves nothing behind.
 
 - ``run.json``: the store's run id; ``imported.from`` ``agenteval store v1 (AgentEval <manifest agentEval.version>)``;
@@ -21,6 +21,7 @@ place (``SV1-10``, exit 1, when it would not verify), so a refused run leaves no
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -29,6 +30,13 @@ from typing import Any
 
 from aefgate.converters.common import check_import_options
 from aefgate.errors import EXIT_INTEGRITY, Refusal
+from aefgate.aef.builder import RunBuilder
+from aefgate.aef.canonical import jcs
+from aefgate.aef.refs import encode_name
+from aefgate.aef.sealer import NotVerified
+from aefgate.aef.signatures import signing_key_of
+from aefgate.aef.times import now, parse_time
+from aefgate.aef.verifier import in_one_process
 from aefgate.formats.store_v1.reader import (
     ComplianceDoc,
     RunRef,
@@ -42,6 +50,8 @@ from aefgate.formats.store_v1.reader import (
     read_run,
     source_digest,
 )
+from aefgate.formats.store_v1.values import add_ns
+from aefgate.fsutil import check_destination
 
 __all__ = ["Migrated", "from_store_v1", "migrate_run", "migration_key", "resolve", "subject_ref", "native_warnings",
            "IMPORTED_FROM_PREFIX"]
@@ -85,8 +95,6 @@ class Migrated:
 def subject_ref(kind: str, name: str) -> str:
     """``<kind>:<name>``, the name encoded as [ENC-13] asks (printable ASCII without spaces): each byte of its UTF-8
     outside ``!``..``~``, and ``%`` itself, as ``%XX`` (upper-case hex), so the encoding reads back exactly."""
-    from aefgate.formats.aef.refs import encode_name
-
     return f"{kind}:{encode_name(name)}"
 
 
@@ -94,10 +102,6 @@ def migration_key(digest: str, *, target_mode: str, content_capture: str, subjec
                   key_id: str | None) -> str:
     """12 hex characters naming one migration of one source: the digest of the run's source files and the options
     that change what is written. A second ``--all`` skips a run whose key an output already records."""
-    import hashlib
-
-    from aefgate.formats.aef.canonical import jcs
-
     doc = {"sourceDigest": digest, "targetMode": target_mode, "contentCapture": content_capture,
            "subject": subject, "keyId": key_id}
     return hashlib.sha256(jcs(doc)).hexdigest()[:12]
@@ -420,12 +424,6 @@ def migrate_run(store: StoreRun, out: str | os.PathLike[str], *, target_mode: st
     """Write ``store`` (a run :func:`~aefgate.formats.store_v1.reader.read_run` read) as an imported AEF run at
     ``out`` (absent or empty), verified, sealed ``ingest`` at ``at`` (default now, or the run's end when that is
     later), signed with ``signing_key``. ``digest``: its :func:`source_digest` when the caller has it."""
-    from aefgate.formats.aef.builder import RunBuilder
-    from aefgate.formats.aef.sealer import NotVerified
-    from aefgate.formats.aef.times import now, parse_time
-    from aefgate.formats.aef.verifier import in_one_process
-    from aefgate.formats.store_v1.values import add_ns
-
     out = Path(os.path.abspath(out))
     ws, ref = store.ws, store.ref
     digest_, files = digest if digest is not None else source_digest(ws, ref, store.compliance)
@@ -526,9 +524,6 @@ def from_store_v1(src: str | os.PathLike[str], out: str | os.PathLike[str], *, r
     """Migrate one store v1 run: ``src`` a workspace (``.agenteval`` or the folder holding it) and ``run`` its run
     id, or ``src`` a run folder inside its workspace; into ``out`` (absent or empty). Refusals: ``SV1-n`` (the
     store), ``CLI-2`` (an option), ``OUT-1``/``OUT-2`` (the destination), ``SV1-10`` (exit 1)."""
-    from aefgate.formats.aef.signatures import signing_key_of
-    from aefgate.fsutil import check_destination
-
     check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)
     if subject is not None and not _REF.fullmatch(subject):
         raise Refusal("CLI-2", f"option 'subject' is a typed reference kind:name (printable ASCII, no spaces), "

@@ -13,7 +13,7 @@
   SIGTERM (Linux ``PR_SET_PDEATHSIG``); a worker that dies makes the runs not done ``refused`` (rule ``internal``).
 - Warnings: a native AEF run under ``<workspace>/aef/runs/`` linking a store run (prefer the native evidence); the
   runs index naming a run the workspace does not hold, or not read; an output folder whose ``run.json`` does not
-  read (strictly, :mod:`aefgate.formats.aef.jsonio`): left as it is, never taken for an earlier migration.
+  read (strictly, :mod:`aefgate.aef.jsonio`): left as it is, never taken for an earlier migration.
 - What is not migrated: every folder and file of the workspace that is no run (``benchmarks/``, ``red-team/``, a
   stray file, an unknown subject kind, ...), with the reason (:mod:`.inventory`); listed, not refused.
 
@@ -40,7 +40,8 @@ from aefgate.converters.store_v1.importer import (
 )
 from aefgate.converters.store_v1.inventory import not_migrated
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
+from aefgate.aef.signatures import signing_key_of
 from aefgate.formats.store_v1.reader import (
     RunRef,
     Workspace,
@@ -61,7 +62,7 @@ def existing_migrations(out_dir: Path, warnings: list[str] | None = None) -> dic
     """The store v1 migrations ``out_dir`` already holds: by run id, ``(folder name, migration key)`` each. Folders
     whose ``run.json`` does not read, or that are no store v1 migration, are left alone (and never overwritten).
 
-    ``run.json`` is read by AEF's one strict reader (:func:`aefgate.formats.aef.jsonio.read_json`: 4 MiB, nesting
+    ``run.json`` is read by AEF's one strict reader (:func:`aefgate.aef.jsonio.read_json`: 4 MiB, nesting
     64, ENC-1..3, ENC-17), never trusted to be sane: one that does not read (malformed, too deep, too large, not
     readable) is no finished migration; with ``warnings``, each such folder is named there with the rule."""
     out: dict[str, list[tuple[str, str]]] = {}
@@ -152,8 +153,6 @@ def migrate_all(src: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
 
     Refused as a whole (exit 2, nothing written): bad options (CLI-2), a workspace that is not one (SV1-1), an
     output folder that is a file, a link, or inside the workspace (OUT-1, OUT-2), a key that does not load."""
-    from aefgate.formats.aef.signatures import signing_key_of
-
     check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)
     n_jobs = batch.check_jobs(jobs)
     signing_key = signing_key_of(key)  # before anything is written

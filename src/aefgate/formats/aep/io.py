@@ -1,6 +1,6 @@
 """AEP JSONL files (AEP-0003 §3.1): one event per line, LF-delimited, UTF-8, no blank lines.
 
-Reading is the project's strict NDJSON reader (``aefgate.formats.aef.jsonio``): a byte-order mark, a CR, a blank
+Reading is the project's strict NDJSON reader (``aefgate.aef.jsonio``): a byte-order mark, a CR, a blank
 line or a last line without its LF are refused (``AEP-0003§3.1``, at the file); a line that is not strict I-JSON
 (invalid UTF-8, a member twice in one object, ``NaN``, a number that overflows, nesting over 64, a line over
 4 MiB) is refused with the reader's own rule (``ENC-1``, ``ENC-2``, ``ENC-3``, ``ENC-17``) at ``path:line``; an
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef.jsonio import MAX_DOC, JsonProblem, dump_line, iter_lines, loads
+from aefgate.aef.jsonio import MAX_DOC, JsonProblem, dump_line, iter_lines, loads
 from aefgate.formats.aep.validate import check_event
 from aefgate.fsutil import atomic_lines
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Iterable
 
-from aefgate.formats.aef.jsonio import dumps
+from aefgate.aef.jsonio import dumps
 
 __all__ = ["StreamChecker", "stream_problems"]
 

@@ -1,5 +1,5 @@
 """AEP 0.1 event validation: the envelope schema (AEP-0001 §5) and the payload schema of the event's type
-(AEP-0002 §5), both compiled once by the AEF schema compiler (``aefgate.formats.aef.schema.compile_schemas``).
+(AEP-0002 §5), both compiled once by the AEF schema compiler (``aefgate.aef.schema.compile_schemas``).
 
 The schemas are packaged copies of the AEP specification's ``schemas/`` (``schemas/aep-event.schema.json``,
 ``schemas/types/*.schema.json``, ``schemas/registry/*.json``), unchanged. ``x-aep-capture`` annotations are
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef.schema import compile_schemas
+from aefgate.aef.schema import compile_schemas
 
 __all__ = [
     "CORE_ATTRIBUTES",

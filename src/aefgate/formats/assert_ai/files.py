@@ -12,7 +12,7 @@ with the file and line, under rule ``ASSERT-2`` (``ASSERT-7`` for YAML); nothing
 - :func:`read_yaml`: a YAML file whose top is a mapping (:func:`aefgate.formats.yamlio.load`: ``yaml.safe_load``,
   no Python objects are built, within the bounds below).
 
-Bounded as every reader of aefgate (:func:`aefgate.formats.aef.jsonio.loads_tolerant`, :mod:`aefgate.formats.yamlio`):
+Bounded as every reader of aefgate (:func:`aefgate.aef.jsonio.loads_tolerant`, :mod:`aefgate.formats.yamlio`):
 nesting at most 64 deep, no number literal beyond binary64 (``1e400``, an integer of 309 digits; Python's ``json``
 writes an infinity as ``Infinity``, never so), no unpaired surrogate (``"\ud800"``: Python's ``json`` can write one,
 but it is not Unicode text and no run can hold it), under the file's rule (ASSERT-2, ASSERT-7). Every file is opened
@@ -31,7 +31,7 @@ import yaml
 
 from aefgate.errors import Refusal
 from aefgate.formats import yamlio
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
 from aefgate.fsutil import open_regular
 
 __all__ = ["MAX_LINE", "iter_jsonl", "read_line_at", "read_object", "read_row_from", "read_yaml", "sha256_file"]

@@ -39,7 +39,7 @@ from cloudevents.core.bindings import kafka as ce_kafka
 from cloudevents.core.formats.json import JSONFormat
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
 from aefgate.formats.cloudevents.mapping import Diagnostic, _json_type, ce_forward, ce_inverse
 
 __all__ = [

@@ -1,8 +1,8 @@
 """Event files: one JSON value per line (NDJSON), read strictly and written atomically and deterministically.
 
-Reading goes through the project's strict NDJSON reader (:func:`aefgate.formats.aef.jsonio.iter_ndjson`: UTF-8,
+Reading goes through the project's strict NDJSON reader (:func:`aefgate.aef.jsonio.iter_ndjson`: UTF-8,
 I-JSON, LF framing); a line that does not read is a :class:`~aefgate.errors.Refusal` at ``path:line`` with the
-reader's rule (``ENC-n``). Writing is :func:`aefgate.formats.aef.jsonio.dump_line` per value into a temporary
+reader's rule (``ENC-n``). Writing is :func:`aefgate.aef.jsonio.dump_line` per value into a temporary
 sibling file, renamed into place only when every line is written (the streaming form of
 :func:`aefgate.fsutil.atomic_write`: an export of a million events is not held in memory); on any error the
 temporary file is removed and nothing appears at the destination. Same values in, same bytes out.
@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
+from aefgate.formats.cloudevents.bindings import from_http, to_binary_http
+from aefgate.formats.cloudevents.mapping import ce_forward, ce_inverse
 from aefgate.fsutil import atomic_lines, input_file_problem
 
 __all__ = ["is_cloudevents_line", "iter_jsonl", "line_events", "read_jsonl", "write_jsonl"]
@@ -62,9 +64,6 @@ def is_cloudevents_line(value: Any) -> bool:
 def line_events(value: Any, where: str, diagnostics: list | None = None) -> list[dict]:
     """The AEP events of one CloudEvents line (:func:`is_cloudevents_line`): one for a JSON-format event, one or
     more for an HTTP message (a batch). Refusals at ``where`` (``CE-7`` for a message line of the wrong shape)."""
-    from aefgate.formats.cloudevents.bindings import from_http
-    from aefgate.formats.cloudevents.mapping import ce_inverse
-
     if "specversion" in value:
         return [ce_inverse(value, where, diagnostics=diagnostics)]
     headers, body = value["headers"], value["body"]
@@ -87,9 +86,6 @@ def check_mode(mode: str) -> None:
 
 def line_value(event: Any, where: str, mode: str) -> Any:
     """One AEP Event as its CloudEvents line value in ``mode`` (refusals at ``where``)."""
-    from aefgate.formats.cloudevents.bindings import to_binary_http
-    from aefgate.formats.cloudevents.mapping import ce_forward
-
     if mode == "structured":
         return ce_forward(event, where)
     try:

@@ -3,7 +3,7 @@
 
 Strict about what the document states (rules ``EVAPI-n``, docs/mappings/evaluation-api.md):
 
-- ``EVAPI-1`` the body is one JSON object (I-JSON, :mod:`aefgate.formats.aef.jsonio`) of the documented shape: a
+- ``EVAPI-1`` the body is one JSON object (I-JSON, :mod:`aefgate.aef.jsonio`) of the documented shape: a
   ``status`` of the four, sections tagged by ``type`` (``FEATURED_INSIGHT``, ``STANDALONE_INSIGHT``, ``GROUP``)
   with their documented members and types, values tagged by ``type`` (``boolean``, ``number``, ``text``, ``list``)
   or ``null``; an integer ``number``; ``executionMode`` ``PER_TURN`` or ``ON_CONVERSATION_END``; ``created`` an
@@ -30,7 +30,8 @@ from typing import Any, Iterator, Literal, Optional, Union
 import msgspec
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
+from aefgate.aef.times import to_utc
 
 __all__ = [
     "STATUSES",
@@ -151,8 +152,6 @@ def _where_of(message: str) -> str:
 def parse(data: bytes, where: str) -> tuple[StatusResponse, dict]:
     """The response and its JSON value (for :func:`unknown`), or ``Refusal`` (``EVAPI-n``) at ``where`` and the
     member's JSON path."""
-    from aefgate.formats.aef.times import to_utc
-
     try:
         raw = jsonio.loads(data)
     except jsonio.JsonProblem as e:

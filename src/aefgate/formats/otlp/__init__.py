@@ -3,7 +3,7 @@
 - **OTLP/JSON** (what a run's ``logs.otlp.jsonl`` / ``traces.otlp.jsonl`` and OpenTelemetry's file exporter hold):
   one ``LogsData`` / ``TracesData`` object per line, lowerCamelCase keys, trace and span ids as lowercase hex,
   64-bit integers as decimal strings; unknown fields are ignored by readers. Lines are read strictly (I-JSON,
-  :mod:`aefgate.formats.aef.jsonio`), one at a time.
+  :mod:`aefgate.aef.jsonio`), one at a time.
 - **OTLP protobuf**: a request body (``ExportLogsServiceRequest`` / ``ExportTraceServiceRequest``, the same fields
   as ``LogsData`` / ``TracesData``), parsed and written by ``opentelemetry-proto``'s generated messages, never by
   hand; gzip-compressed bodies are read too. :func:`to_json` and :func:`from_json` convert between the two with
@@ -15,6 +15,7 @@ Refusals: ``OTLP-1`` a file or body that is not OTLP in the encoding it claims (
 from __future__ import annotations
 
 import base64
+import copy
 import datetime
 import functools
 import gzip
@@ -24,7 +25,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
+from aefgate.aef.times import parse_time
 
 __all__ = [
     "SIGNALS",
@@ -47,10 +49,12 @@ MAX_BODY = 64 * 1024 * 1024  # a decompressed request body, at most (a gzip bomb
 
 def _request_type(signal: str) -> Any:
     if signal == "logs":
+        # lazy: opentelemetry-proto and protobuf (heavy): only where a request is (de)coded
         from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
         return ExportLogsServiceRequest
     if signal == "traces":
+        # lazy: opentelemetry-proto and protobuf (heavy)
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
         return ExportTraceServiceRequest
@@ -102,7 +106,7 @@ _PLAN: dict[Any, tuple[str, int, bool]] = {}  # field descriptor -> (JSON name, 
 
 
 def _plan(fd: Any) -> tuple[str, int, bool]:
-    from google.protobuf.descriptor import FieldDescriptor as F
+    from google.protobuf.descriptor import FieldDescriptor as F  # lazy: protobuf (heavy)
 
     if fd.type == F.TYPE_MESSAGE:
         kind = _MSG
@@ -186,9 +190,7 @@ def to_json(message: Any, signal: str, where: str = "") -> dict:
 
 def from_json(doc: Mapping[str, Any], signal: str, where: str = "") -> Any:
     """An OTLP/JSON object as the protobuf request of its signal (unknown fields ignored, as OTLP/JSON says)."""
-    import copy
-
-    from google.protobuf.json_format import ParseDict, ParseError
+    from google.protobuf.json_format import ParseDict, ParseError  # lazy: protobuf (heavy)
 
     d = _recode_ids(copy.deepcopy(dict(doc)), signal, False, where)
     msg = _request_type(signal)()
@@ -215,7 +217,7 @@ def decode_body(data: bytes, signal: str, *, content_type: str = "application/x-
             raise Refusal("OTLP-1", f"{_TOP[signal]} is a list", where)
         from_json(doc, signal, where)  # the same checks a protobuf body gets (types, ids)
         return doc
-    from google.protobuf.message import DecodeError
+    from google.protobuf.message import DecodeError  # lazy: protobuf (heavy)
 
     msg = _request_type(signal)()
     try:
@@ -406,8 +408,6 @@ def _second_text(secs: int) -> str:
 
 def time_to_nanos(text: str) -> int:
     """An [ENC-8] UTC time as nanoseconds since 1970 (``ValueError`` for one that is not, or is before 1970)."""
-    from aefgate.formats.aef.times import parse_time
-
     secs, nanos = parse_time(text)
     unix = secs - _EPOCH_ORDINAL_SECS
     if unix < 0:

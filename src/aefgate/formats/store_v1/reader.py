@@ -30,7 +30,7 @@ from typing import Any, Iterator
 import msgspec
 
 from aefgate.errors import Refusal
-from aefgate.formats.aef import jsonio
+from aefgate.aef import jsonio
 from aefgate.formats.store_v1.values import timespan_ns, utc_time
 
 __all__ = [
