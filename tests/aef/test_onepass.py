@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aefgate.converters.common import CollectLines
+from aefgate.converters.checks import CollectLines
 from aefgate.errors import Refusal
 from aefgate.aef import jsonio, verifier
 from aefgate.aef.onepass import LineMapper, MappingError

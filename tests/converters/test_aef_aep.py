@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from aefgate.converters.aep import common as aep_common
+from aefgate.converters.aep import vocabulary as aep_common
 from aefgate.converters.aep import exporter as aep_exporter
 from aefgate.aef import verifier
 from aefgate.converters.aep import importer as aep_importer
@@ -700,7 +700,7 @@ def test_parallel_export_same_bytes_big_run(tmp_path: Path, monkeypatch, level: 
 def test_parallel_cloudevents_export_same_bytes(tmp_path: Path, monkeypatch, mode: str):
     """export cloudevents runs through the same ranges (AEP-18): in one process and in workers, the bytes of each
     AEP event's CloudEvents line, in order (the bench run with overlay decisions, and every example run)."""
-    from aefgate.formats.cloudevents.files import line_value as _export_value
+    from aefgate.formats.cloudevents.ndjson import line_value as _export_value
     from aefgate.aef import jsonio
 
     monkeypatch.setattr(verifier, "_RANGE", 64 * 1024)

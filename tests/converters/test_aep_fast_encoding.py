@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aefgate.converters.aep import exporter as X
-from aefgate.converters.aep.common import EXT_KEY
+from aefgate.converters.aep.vocabulary import EXT_KEY
 from aefgate.errors import Refusal
 
 HEX = "0123456789abcdef"

@@ -658,7 +658,7 @@ def test_the_pages_lists_are_the_declared_losses():
 
 
 def test_reference_names_and_target_urls():
-    from aefgate.converters.assert_ai.common import decode_name, encode_name
+    from aefgate.converters.assert_ai.names import decode_name, encode_name
     from aefgate.converters.assert_ai.importer import _without_credentials
 
     for name in ("", "-", "a b", "x%y", "é/ü", "target_agent:chat"):

@@ -18,7 +18,7 @@ import pytest
 
 from assert_ai.results import load_run_summary  # assert-ai 0.3.0, in the test extra: its own rates
 
-from aefgate.converters.assert_ai.common import EXT_NAME, ROOT
+from aefgate.converters.assert_ai.names import EXT_NAME, ROOT
 from aefgate.converters.assert_ai.exporter import to_assert
 from aefgate.converters.assert_ai.importer import from_assert
 from aefgate.errors import Refusal

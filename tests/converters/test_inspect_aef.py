@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import aefgate
 from aefgate.aef import canonical
 from aefgate.converters import fidelity as fidelity_mod
-from aefgate.converters.inspect import common as inspect_common
+from aefgate.converters.inspect import conventions as inspect_common
 from aefgate.converters.inspect import exporter as inspect_exporter
 from aefgate.converters.inspect import importer as inspect_importer
 from aefgate.converters.inspect import losses as inspect_losses

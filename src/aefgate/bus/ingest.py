@@ -45,7 +45,7 @@ from urllib.parse import unquote, urlsplit
 from aefgate.bus.names import _SAFE, _token, run_name
 from aefgate.bus.nats_connect import AuthFailed, connect, server_of
 from aefgate.bus.otlp_bus import HDR_SIGNAL, build_run, fetch_spans, journal_lines
-from aefgate.converters.aep import common as aep_common
+from aefgate.converters.aep import vocabulary as aep_common
 from aefgate.converters.aep import importer as aep_importer
 from aefgate.converters.aep.importer import import_events
 from aefgate.errors import Refusal

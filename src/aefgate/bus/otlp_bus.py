@@ -36,7 +36,7 @@ from urllib.parse import unquote, urlsplit
 
 from aefgate.bus.names import _token, run_name
 from aefgate.bus.nats_connect import AuthFailed, connect
-from aefgate.converters.otel.common import (
+from aefgate.converters.otel.conventions import (
     RUN_ID_KEY,
     group_key,
     is_evaluation,

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from aefgate.bus.otlp_bus import Publisher, has_spans
-from aefgate.converters.otel.common import (
+from aefgate.converters.otel.conventions import (
     RUN_ID_KEY,
     group_key,
     is_evaluation,

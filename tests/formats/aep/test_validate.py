@@ -24,7 +24,7 @@ from aefgate.formats.aep import (
     stream_problems,
     validate_event,
 )
-from aefgate.formats.aep.validate import ENVELOPE_ID, SCHEMA_DIR, load_schema_documents
+from aefgate.formats.aep.event_schema import ENVELOPE_ID, SCHEMA_DIR, load_schema_documents
 
 from ._aep import AEP, cases, golden, ids
 

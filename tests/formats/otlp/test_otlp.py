@@ -10,7 +10,7 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 
 from aefgate.errors import Refusal
-from aefgate.formats.otlp import (
+from aefgate.formats.otlp.codec import (
     _recode_ids,
     decode_body,
     encode_body,

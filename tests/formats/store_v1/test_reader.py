@@ -18,7 +18,7 @@ from aefgate.formats.store_v1.reader import (
     read_run,
     source_digest,
 )
-from aefgate.formats.store_v1.values import add_ns, timespan_ns, utc_time
+from aefgate.formats.store_v1.dotnet import add_ns, timespan_ns, utc_time
 from tests.formats.store_v1.workspace import (
     RUN1,
     RUN2,

@@ -16,12 +16,12 @@ from urllib.parse import quote
 import msgspec
 
 from aefgate.converters.aigp import calibrated_models, grader_of
-from aefgate.converters.common import verified
+from aefgate.converters.checks import verified
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.aef import jsonio
 from aefgate.aef.onepass import LineMapper
 from aefgate.fsutil import append_file, atomic_file, check_file_destination
-from aefgate.converters.aep.common import (
+from aefgate.converters.aep.vocabulary import (
     AEP_VERSION, EXT_KEY, OVERLAY_SEVERITY, T_EVAL, T_FEEDBACK, T_GUARD, _AEF_COPY, _AEF_KEYS, _CONTROL,
     _FAIL_SEVERITY, _RANK, _STATE_SEVERITY, _aep_module, _check_host, _check_level, _load_cause_map,
 )
@@ -710,7 +710,7 @@ def to_cloudevents(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[
     """AEP-18: the run's events as CloudEvents (AEP-0005), one per line, written atomically: ``structured`` (the
     JSON event format) or ``binary`` (the HTTP binary-mode message, ``{"headers", "body"}``, as the bridge's
     event-file converter writes it: docs/design/cloudevents-bridge.md)."""
-    from aefgate.formats.cloudevents.files import check_mode, line_value
+    from aefgate.formats.cloudevents.ndjson import check_mode, line_value
 
     if mode is None:
         mode = "structured"

@@ -18,7 +18,7 @@ from aefgate.aef import jsonio
 from aefgate.aef.times import parse_time
 from aefgate.aef.vocab import STATES, TYPED_ABSENCES
 from aefgate.fsutil import check_destination, input_file_problem
-from aefgate.converters.aep.common import (
+from aefgate.converters.aep.vocabulary import (
     AEP_VERSION, ASSESSMENT_TYPES, EXT_KEY, MAX_LABEL, MAX_REASON, T_FEEDBACK, T_GUARD, _AEF_COPY, _CORRECTIONS,
     _HEX32, _RANK, _REF, _TRACEPARENT, _VERDICT_STATE, _aep_module, _ce_lines, _utc,
 )

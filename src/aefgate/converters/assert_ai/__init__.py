@@ -79,7 +79,7 @@ def match_lines(run_dir: Path) -> Callable[[dict, bool], Hashable]:
     the original's, ``assert_ai_verdict`` of the one that came back) by its case id, since ASSERT keeps the case
     (through the case map) and not the result tree; every other line by its ``resultId`` (a run that came from
     ASSERT gets its children back at the same ids)."""
-    from aefgate.converters.assert_ai.common import ROOT
+    from aefgate.converters.assert_ai.names import ROOT
 
     firsts: set[str] = set()
     seen: set[str] = set()

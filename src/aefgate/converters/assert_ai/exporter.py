@@ -28,8 +28,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from aefgate.converters.assert_ai.common import EXT_FOLDER, EXT_NAME, decode_name
-from aefgate.converters.common import verified_lines
+from aefgate.converters.assert_ai.names import EXT_FOLDER, EXT_NAME, decode_name
+from aefgate.converters.checks import verified_lines
 from aefgate.errors import Refusal
 from aefgate.aef import jsonio
 from aefgate.aef.runfs import blob_path

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-from aefgate.converters.assert_ai.common import (
+from aefgate.converters.assert_ai.names import (
     EVALUATOR,
     EXT_FOLDER,
     EXT_NAME,
@@ -53,7 +53,7 @@ from aefgate.converters.assert_ai.common import (
     ROOT,
     encode_name,
 )
-from aefgate.converters.common import TARGET_MODES, check_import_options
+from aefgate.converters.checks import TARGET_MODES, check_import_options
 from aefgate.errors import Refusal
 from aefgate.aef.builder import RunBuilder
 from aefgate.aef.canonical import number_to_string

@@ -38,7 +38,7 @@ from aefgate.formats.cloudevents import (
     write_jsonl,
 )
 from aefgate.formats.cloudevents.mapping import Diagnostic
-from aefgate.formats.cloudevents.files import check_mode, line_value
+from aefgate.formats.cloudevents.ndjson import check_mode, line_value
 from aefgate.fsutil import atomic_lines, input_file_problem
 
 def _checked(event: Any, where: str) -> Any:
@@ -50,9 +50,9 @@ def _checked(event: Any, where: str) -> Any:
 
 @functools.lru_cache(maxsize=None)
 def _check_event():
-    """``aefgate.formats.aep.validate.check_event``, imported when a file is first converted (not when the
+    """``aefgate.formats.aep.event_schema.check_event``, imported when a file is first converted (not when the
     registry loads this module)."""
-    from aefgate.formats.aep.validate import check_event
+    from aefgate.formats.aep.event_schema import check_event
 
     return check_event
 

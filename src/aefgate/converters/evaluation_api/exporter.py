@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from aefgate.converters.evaluation_api.importer import EXT, STATUS_PATH
-from aefgate.converters.common import verified_lines
+from aefgate.converters.checks import verified_lines
 from aefgate.errors import Refusal
 from aefgate.aef import jsonio
 from aefgate.aef.canonical import number_to_string

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from aefgate.converters.common import check_import_options
+from aefgate.converters.checks import check_import_options
 from aefgate.errors import Refusal
 from aefgate.aef import jsonio
 from aefgate.aef.builder import RunBuilder

@@ -57,7 +57,7 @@ def back_options(run_dir: Path) -> dict[str, Any]:
         at = jsonio.read_json(Path(run_dir) / "seal.json", max_size=jsonio.MAX_SEAL)["predicate"]["sealedAt"]
     except (OSError, KeyError, TypeError, jsonio.JsonProblem):
         pass
-    from aefgate.converters.inspect.common import KEPT_HEADER  # lazy: listing formats loads this package
+    from aefgate.converters.inspect.conventions import KEPT_HEADER  # lazy: listing formats loads this package
 
     return {"target_mode": (run.get("execution") or {}).get("targetMode", "live"),
             "content_capture": "off" if run.get("contentCapture") == "off" else "on", "at": at,

@@ -17,7 +17,7 @@ from typing import Any
 
 
 from aefgate.converters.aigp import calibrated_models, grader_of
-from aefgate.converters.common import CollectLines, verified
+from aefgate.converters.checks import CollectLines, verified
 from aefgate.converters.inspect.importer import _case_id
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.progress import task as progress_task
@@ -26,7 +26,7 @@ from aefgate.aef.times import parse_time
 from aefgate.formats.inspect import write_log
 from aefgate.formats.inspect.jsontext import loads
 from aefgate.fsutil import check_file_destination
-from aefgate.converters.inspect.common import (CONTENT_KIND, KEPT_HEADER, KEPT_REDUCTIONS, KEPT_SAMPLES, LETTERS,
+from aefgate.converters.inspect.conventions import (CONTENT_KIND, KEPT_HEADER, KEPT_REDUCTIONS, KEPT_SAMPLES, LETTERS,
                                                READ_VERSIONS, TOKENS, _REDUCERS_EXPORT, decode_name)
 
 

@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from aefgate.converters import batch
-from aefgate.converters.common import check_import_options
+from aefgate.converters.checks import check_import_options
 from aefgate.converters.inspect.importer import from_inspect
 from aefgate.errors import Refusal
 from aefgate.aef import jsonio

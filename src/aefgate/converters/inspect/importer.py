@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 
-from aefgate.converters.common import check_import_options
+from aefgate.converters.checks import check_import_options
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.progress import task as progress_task
 from aefgate.aef import jsonio
@@ -39,7 +39,7 @@ from aefgate.formats.inspect import open_log
 from aefgate.formats.inspect.jsontext import dumps
 from aefgate.formats.inspect.reader import RESOLVE_EXTRA_DEPTH
 from aefgate.fsutil import check_destination
-from aefgate.converters.inspect.common import (
+from aefgate.converters.inspect.conventions import (
     AEF_ROLES, MAX_DEPTH, _SURROGATE, CONTENT_FIELDS, CONTENT_KIND, INSTRUMENT_BLAME, LETTERS, MAX_ABORT,
     MAX_REASON, MEAN_METRICS, MODEL_BLAME, NO_MESSAGE, NO_VALUE, READ_VERSIONS, RECOMPUTED, SAFE_INT, TOKENS,
     TYPED_ABSENCES, _ID, CONTENT_MEMBERS, KEPT_HEADER, KEPT_REDUCTIONS, KEPT_SAMPLES, SCORE_CONTENT,

@@ -25,7 +25,7 @@ class _CredentialName:
     secret, authorization, ...), loaded when a round trip first asks (so listing the formats stays fast)."""
 
     def __call__(self, name: str) -> bool:
-        from aefgate.converters.inspect.common import is_credential_name  # lazy: listing formats loads these losses
+        from aefgate.converters.inspect.conventions import is_credential_name  # lazy: listing formats loads these losses
 
         return is_credential_name(name)
 

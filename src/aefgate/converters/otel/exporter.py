@@ -27,7 +27,7 @@ from typing import Any, Iterator
 
 import hashlib
 
-from aefgate.converters.otel.common import EVENT, TRIAL, TRIALS_AGGREGATION, TRIALS_K, is_evaluation
+from aefgate.converters.otel.conventions import EVENT, TRIAL, TRIALS_AGGREGATION, TRIALS_K, is_evaluation
 from aefgate.aef.onepass import LineMapper
 from aefgate.errors import Refusal
 from aefgate.aef import jsonio
@@ -135,7 +135,7 @@ def subject_service(run: dict) -> str | None:
 def _one_pass(root: Path, out, aigp: bool, name_from: str = "summary", service_name: str | None = None,
               from_subject: bool = False) -> None:
     """Verify the run (OT-8) while its records are written to ``out`` (JSON lines)."""
-    from aefgate.converters.common import verified
+    from aefgate.converters.checks import verified
 
     if name_from not in NAME_FROM:
         raise Refusal("CLI-2", f"option 'name_from' is summary or path, not {name_from!r}", "option 'name_from'")

@@ -18,7 +18,7 @@ Every log record is kept as it was (``logs.otlp.jsonl``, one ``LogsData`` per in
   other combinations above; refused, or with ``skip_unplaceable`` left out, listed and counted in ``run.json``
   ``ext."aefgate.otel"``. Records that are not evaluation events are kept in ``logs.otlp.jsonl`` only.
 - one run is one group of records as the receivers group them (``test.suite.run.id``, else the service:
-  :func:`aefgate.converters.otel.common.group_key`); ``suite_run`` picks one of several.
+  :func:`aefgate.converters.otel.conventions.group_key`); ``suite_run`` picks one of several.
 
 The run header (OT-4): the run id, source, subject and target mode the caller gives (or their defaults), status
 ``completed``, ``startedAt``/``endedAt`` the earliest and latest event time (the conversion time when no event has
@@ -36,8 +36,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from aefgate.converters.common import check_import_options
-from aefgate.converters.otel.common import (RUN_ID_KEY, TRIAL, TRIALS_AGGREGATION, TRIALS_K, group_key,
+from aefgate.converters.checks import check_import_options
+from aefgate.converters.otel.conventions import (RUN_ID_KEY, TRIAL, TRIALS_AGGREGATION, TRIALS_K, group_key,
                                             is_evaluation, result_mark, run_id_part)
 from aefgate.converters.aigp import annotator_kind
 from aefgate.errors import Refusal
@@ -336,7 +336,7 @@ class EventCheck:
     ``serve ingest``'s journal and build): one log record -> its line, with the checks :func:`from_otel` applies
     to it (:class:`Unplaceable` for an event the page cannot place, OT-6 and [ENC-3]; OTLP-1 as a
     :class:`~aefgate.errors.Refusal`). "The same metric twice" is decided here, on the marks
-    (:func:`~aefgate.converters.otel.common.result_mark`) of the results the caller already holds."""
+    (:func:`~aefgate.converters.otel.conventions.result_mark`) of the results the caller already holds."""
 
     def __init__(self) -> None:
         self._events = _Events(True)
@@ -438,7 +438,7 @@ def from_otel(
     ``traces``, their traces, as one AEF run at ``out_dir`` (absent or empty), sealed ``ingest`` at ``at`` (default
     now), signed with ``key``. See the module docstring for the mapping and its refusals.
 
-    The run is one group of records as the receivers group them (:func:`~aefgate.converters.otel.common.group_key`:
+    The run is one group of records as the receivers group them (:func:`~aefgate.converters.otel.conventions.group_key`:
     ``test.suite.run.id``, else ``service.name``): events of several groups are refused (OT-4) unless
     ``suite_run`` names the one to import. An event the page cannot place is refused (:class:`Unplaceable`, naming
     its case and evaluation) unless ``skip_unplaceable``: then it is left out, appended to ``skipped`` (a list the

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aefgate.converters.common import check_import_options
+from aefgate.converters.checks import check_import_options
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.aef.builder import RunBuilder
 from aefgate.aef.canonical import jcs
@@ -50,7 +50,7 @@ from aefgate.formats.store_v1.reader import (
     read_run,
     source_digest,
 )
-from aefgate.formats.store_v1.values import add_ns
+from aefgate.formats.store_v1.dotnet import add_ns
 from aefgate.fsutil import check_destination
 
 __all__ = ["Migrated", "from_store_v1", "migrate_run", "migration_key", "resolve", "subject_ref", "native_warnings",

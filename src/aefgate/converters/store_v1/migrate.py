@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from aefgate.converters import batch
-from aefgate.converters.common import check_import_options
+from aefgate.converters.checks import check_import_options
 from aefgate.converters.store_v1.importer import (
     IMPORTED_FROM_PREFIX,
     OWN_EXT,

@@ -26,7 +26,7 @@ from aefgate.formats.aep.io import read_events, write_events
 from aefgate.formats.aep.models import Event
 from aefgate.formats.aep.redact import PII, SECRET, Redactor, redact, redact_value
 from aefgate.formats.aep.stream import StreamChecker, stream_problems
-from aefgate.formats.aep.validate import (
+from aefgate.formats.aep.event_schema import (
     CORE_ATTRIBUTES,
     check_event,
     payload_schema,

@@ -36,7 +36,7 @@ from typing import Any, Iterable
 
 from aefgate.errors import Refusal
 from aefgate.formats.aep.redact import Redactor
-from aefgate.formats.aep.validate import load_schema_documents
+from aefgate.formats.aep.event_schema import load_schema_documents
 
 __all__ = [
     "CAPTURE_LEVELS",

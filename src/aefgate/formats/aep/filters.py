@@ -22,7 +22,7 @@ import re
 from typing import Any, Callable
 
 from aefgate.errors import Refusal
-from aefgate.formats.aep.validate import CORE_ATTRIBUTES
+from aefgate.formats.aep.event_schema import CORE_ATTRIBUTES
 
 __all__ = ["SEVERITIES", "compile_filter", "filter_problem", "matches"]
 

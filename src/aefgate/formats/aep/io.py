@@ -4,7 +4,7 @@ Reading is the project's strict NDJSON reader (``aefgate.aef.jsonio``): a byte-o
 line or a last line without its LF are refused (``AEP-0003§3.1``, at the file); a line that is not strict I-JSON
 (invalid UTF-8, a member twice in one object, ``NaN``, a number that overflows, nesting over 64, a line over
 4 MiB) is refused with the reader's own rule (``ENC-1``, ``ENC-2``, ``ENC-3``, ``ENC-17``) at ``path:line``; an
-event that is not valid is refused as :func:`aefgate.formats.aep.validate.check_event` refuses it, at
+event that is not valid is refused as :func:`aefgate.formats.aep.event_schema.check_event` refuses it, at
 ``path:line``.
 
 AEP-0003 §3.1 rule 3: "a reader encountering an unsupported major version MUST skip the line and SHOULD report
@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Iterator
 
 from aefgate.errors import Refusal
 from aefgate.aef.jsonio import MAX_DOC, JsonProblem, dump_line, iter_lines, loads
-from aefgate.formats.aep.validate import check_event
+from aefgate.formats.aep.event_schema import check_event
 from aefgate.fsutil import atomic_lines
 
 __all__ = ["read_events", "write_events"]

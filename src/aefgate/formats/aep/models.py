@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from aefgate.formats.aep.validate import CORE_ATTRIBUTES
+from aefgate.formats.aep.event_schema import CORE_ATTRIBUTES
 
 __all__ = ["Event"]
 

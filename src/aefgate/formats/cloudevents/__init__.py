@@ -25,7 +25,7 @@ from aefgate.formats.cloudevents.bindings import (
     to_structured,
     to_structured_http,
 )
-from aefgate.formats.cloudevents.files import is_cloudevents_line, iter_jsonl, line_events, read_jsonl, write_jsonl
+from aefgate.formats.cloudevents.ndjson import is_cloudevents_line, iter_jsonl, line_events, read_jsonl, write_jsonl
 from aefgate.formats.cloudevents.mapping import (
     AEP_TO_CE,
     CE_TO_AEP,
@@ -36,7 +36,7 @@ from aefgate.formats.cloudevents.mapping import (
     ce_forward,
     ce_inverse,
 )
-from aefgate.formats.cloudevents.validate import is_valid_cloudevent
+from aefgate.formats.cloudevents.conformance import is_valid_cloudevent
 
 __all__ = [
     "AEP_TO_CE",

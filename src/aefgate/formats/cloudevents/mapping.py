@@ -24,8 +24,8 @@ Refusals (:class:`aefgate.errors.Refusal`, exit 2). Rule ids are AEP-0005's wher
 - ``CE-3``: inbound data that cannot be an AEP ``data`` object (``data_base64``, a non-JSON
   ``datacontenttype``, a ``data`` that is not an object).
 
-Layering: CloudEvents 1.0's value types (``values.py``: :func:`bad_chars`, the Integer range, RFC 3339 times) are
-below both this module and the validity check (``validate.py``), which this module uses: ``values`` < ``validate``
+Layering: CloudEvents 1.0's value types (``value_types.py``: :func:`bad_chars`, the Integer range, RFC 3339 times) are
+below both this module and the validity check (``conformance.py``), which this module uses: ``value_types`` < ``conformance``
 < ``mapping``. The value helpers stay importable from here.
 """
 
@@ -35,8 +35,8 @@ import re
 from typing import Any, NamedTuple
 
 from aefgate.errors import Refusal
-from aefgate.formats.cloudevents.validate import core_problem
-from aefgate.formats.cloudevents.values import _INT_MAX, _INT_MIN, _json_type, _rfc3339, bad_chars
+from aefgate.formats.cloudevents.conformance import core_problem
+from aefgate.formats.cloudevents.value_types import _INT_MAX, _INT_MIN, _json_type, _rfc3339, bad_chars
 
 __all__ = [
     "TYPE_ROOT",

@@ -31,7 +31,7 @@ import msgspec
 
 from aefgate.errors import Refusal
 from aefgate.aef import jsonio
-from aefgate.formats.store_v1.values import timespan_ns, utc_time
+from aefgate.formats.store_v1.dotnet import timespan_ns, utc_time
 
 __all__ = [
     "RULES",

@@ -1,9 +1,9 @@
-"""CloudEvents 1.0's value types, as both the bridge (``mapping.py``) and the validity check (``validate.py``) read
+"""CloudEvents 1.0's value types, as both the bridge (``mapping.py``) and the validity check (``conformance.py``) read
 them: the String type's forbidden characters (:func:`bad_chars`), the Integer range (``_INT_MIN``..``_INT_MAX``), the
 Timestamp (an RFC 3339 ``date-time``, ``_rfc3339``), and the JSON type of a value, for messages (``_json_type``).
 
-Layering: the bottom of the package; ``validate.py`` imports it, ``mapping.py`` imports both (and re-exports these
-names), so the dependencies go one way: ``values`` < ``validate`` < ``mapping``.
+Layering: the bottom of the package; ``conformance.py`` imports it, ``mapping.py`` imports both (and re-exports these
+names), so the dependencies go one way: ``value_types`` < ``conformance`` < ``mapping``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@
   (CloudEvents 1.0 has no null value); every String without the characters CE forbids (C0/C1 controls,
   surrogates, noncharacters).
 
-Layering: CloudEvents' value types come from ``values.py`` below; the bridge (``mapping.py``) is above and uses
+Layering: CloudEvents' value types come from ``value_types.py`` below; the bridge (``mapping.py``) is above and uses
 :func:`core_problem`. Nothing here imports the bridge.
 """
 
@@ -24,7 +24,7 @@ import binascii
 import re
 from typing import Any
 
-from aefgate.formats.cloudevents.values import _INT_MAX, _INT_MIN, _json_type, _rfc3339, bad_chars
+from aefgate.formats.cloudevents.value_types import _INT_MAX, _INT_MIN, _json_type, _rfc3339, bad_chars
 
 __all__ = ["is_valid_cloudevent", "core_problem"]
 
