@@ -14,7 +14,7 @@ import re
 import struct
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -343,6 +343,35 @@ class _Hashed:
 _plain_decoder = msgspec.json.Decoder()  # lines the builder wrote itself, read back for the summary
 
 
+def _read_own_lines(results_path: Path) -> Iterator[tuple[int, Any]]:
+    """The builder's own result lines, read back with their line numbers.
+
+    Each was encoded from a dict, within [ENC-17]'s depth: decoded as it is, without jsonio.loads' certificates for
+    bytes from elsewhere (a member twice cannot be there), unless the line has digits enough for a number beyond
+    binary64 or does not decode: then read strictly."""
+    decode = _plain_decoder.decode
+    with open(results_path, "rb") as f:
+        for lineno, raw in jsonio.iter_lines(f):
+            if raw is not None and len(raw) - len(raw.translate(None, b"0123456789")) < 309:
+                try:
+                    line = decode(raw)
+                except msgspec.DecodeError:
+                    pass
+                else:
+                    if type(line) is dict:
+                        yield lineno, line
+                        continue
+            if raw is None:
+                e = jsonio.JsonProblem("limit", f"line {lineno} is over {jsonio.MAX_DOC} bytes", "ENC-17")
+                e.lineno = lineno  # type: ignore[attr-defined]
+                raise e
+            try:
+                yield lineno, jsonio.loads(raw)
+            except jsonio.JsonProblem as e:
+                e.lineno = lineno  # type: ignore[attr-defined]
+                raise
+
+
 def _write_new(path: str, data: bytes) -> None:
     """Create ``path`` (it must not exist) holding ``data``: os.open/os.write, cheaper than a buffered file object
     for a file written once, whole."""
@@ -508,6 +537,20 @@ class RunBuilder:
         self.as_given = bool(as_given)
         self.strict_paths = self.as_given if strict_paths is None else bool(strict_paths)
         self._durable = durable
+        self._take_header(run, imported_from, asserted, as_given)
+
+        self._metrics: dict[str, dict[str, Any]] = {}
+        self._metrics_doc_given: dict[str, Any] | None = None
+        if metrics is not None:
+            self._take_metrics(metrics)
+        if as_given and self._metrics_doc_given is None:
+            raise Refusal("VER-2", "a run written as given has its metrics.json document given", "metrics.json")
+        self._init_state()
+
+    def _take_header(self, run: Mapping[str, Any] | msgspec.Struct, imported_from: str | None,
+                     asserted: Iterable[str], as_given: bool) -> None:
+        """Check the run header (``run.json`` as given, or as it would be written while running) and keep it, with
+        its runId, imported and asserted fields, content capture and trial aggregation."""
         header = _plain(run)
         if not isinstance(header, dict):
             raise Refusal("VER-2", "run.json is a JSON object", "run.json")
@@ -543,14 +586,8 @@ class RunBuilder:
         self._trial_aggregation = policy.get("aggregation")
         self._trial_k = policy.get("k")
 
-        self._metrics: dict[str, dict[str, Any]] = {}
-        self._metrics_doc_given: dict[str, Any] | None = None
-        if metrics is not None:
-            self._take_metrics(metrics)
-        if as_given and self._metrics_doc_given is None:
-            raise Refusal("VER-2", "a run written as given has its metrics.json document given", "metrics.json")
-
-        # state
+    def _init_state(self) -> None:
+        """The state of a new builder: nothing written yet."""
         self._tmp: Path | None = None
         self._cm: Any = None
         self._state = "new"  # new -> open -> finished | discarded
@@ -1616,59 +1653,12 @@ class RunBuilder:
         self, status, ended_at, abort_reason, summary, seal, sealed_by, sealed_at, signing_key, *, running=False
     ) -> BuiltRun:
         tmp = self._check_open()
-        # the run document
-        if self.as_given:
-            if status is not None or ended_at is not None or abort_reason is not None:
-                raise Refusal("RUN-5", "a run written as given is closed as given", "run.json")
-            run_doc = self._header
-        elif running:
-            run_doc = self._run_doc("running", None, None)
-        else:
-            h = self._header
-            if status is None:
-                status = h.get("status") if h.get("status") in ("completed", "aborted") else "completed"
-            if status not in ("completed", "aborted"):
-                raise Refusal("RUN-5", f"a run closes completed or aborted, not {status!r}", "run.json/status")
-            if status == "aborted":
-                abort_reason = abort_reason if abort_reason is not None else h.get("abortReason")
-                if not abort_reason:
-                    raise Refusal("RUN-5", "an aborted run says why (abort_reason)", "run.json/abortReason")
-            elif abort_reason is not None:
-                raise Refusal("RUN-5", "only an aborted run has an abortReason", "run.json/abortReason")
-            ended_at = ended_at if ended_at is not None else h.get("endedAt") or now()
-            run_doc = self._run_doc(status, ended_at, abort_reason if status == "aborted" else None)
-        self._check_run_doc(run_doc)
-
-        # metrics
-        undeclared = [m for m in self._used_metrics if m not in self._metrics]
-        if undeclared:
-            m = undeclared[0]
-            raise Refusal("SUM-1", f"metric {m!r} is not declared in metrics.json", self._used_metrics[m])
-        metrics_doc = self._metrics_doc()
-        reason = _validator("metrics")(metrics_doc)
-        if reason is not None:
-            raise Refusal("VER-2", f"metrics.json would not be valid: {reason}", "metrics.json")
+        run_doc = self._closing_run_doc(status, ended_at, abort_reason, running)
+        metrics_doc = self._closing_metrics_doc()
 
         # files streamed so far
         self._close_files()
-        for hexd, where in self._evidence_blobs:
-            if _blob_key("sha256:" + hexd) not in self._blobs:
-                raise Refusal("EVD-1", f"the evidence links blob sha256:{hexd}, which is not in the run", where)
-        if "traces" in self._otlp:
-            for t, s, where in self._evidence_spans:
-                if (t, s) not in self._spans:
-                    raise Refusal("RUN-14", "the evidence links a span traces.otlp.jsonl does not have", where)
-        if self._gates:
-            with open(tmp / "gates.ndjson", "xb") as raw_gates:
-                f = _Hashed(raw_gates, "gates.ndjson")
-                for i, g in enumerate(self._gates, 1):
-                    named = list((g.get("inputs") or {}).get("results") or []) + list(g.get("decisive") or [])
-                    for rid in named:
-                        if bytes.fromhex(rid[2:]) not in self._ids:
-                            raise Refusal("GATE-1", f"the decision names {rid}, which is no line of the run",
-                                          f"gates.ndjson:{i}")
-                    f.write(_encode(g, f"gates.ndjson:{i}", line=True))
-            self._written.add(f.rel, f.h.hexdigest(), f.size)
+        self._check_links_write_gates(tmp)
 
         # results: the rules across files, and the summary, in one pass over the written lines
         request = _plain(summary) if summary is not None else {"lanes": []}
@@ -1702,6 +1692,67 @@ class RunBuilder:
         self._close_indexes()
         return BuiltRun(self.out_dir, self._lines, run_hash)
 
+    def _closing_run_doc(self, status, ended_at, abort_reason, running: bool) -> dict[str, Any]:
+        """The ``run.json`` document to write (as given, running, or closed with its status, end and abort
+        reason), checked."""
+        if self.as_given:
+            if status is not None or ended_at is not None or abort_reason is not None:
+                raise Refusal("RUN-5", "a run written as given is closed as given", "run.json")
+            run_doc = self._header
+        elif running:
+            run_doc = self._run_doc("running", None, None)
+        else:
+            h = self._header
+            if status is None:
+                status = h.get("status") if h.get("status") in ("completed", "aborted") else "completed"
+            if status not in ("completed", "aborted"):
+                raise Refusal("RUN-5", f"a run closes completed or aborted, not {status!r}", "run.json/status")
+            if status == "aborted":
+                abort_reason = abort_reason if abort_reason is not None else h.get("abortReason")
+                if not abort_reason:
+                    raise Refusal("RUN-5", "an aborted run says why (abort_reason)", "run.json/abortReason")
+            elif abort_reason is not None:
+                raise Refusal("RUN-5", "only an aborted run has an abortReason", "run.json/abortReason")
+            ended_at = ended_at if ended_at is not None else h.get("endedAt") or now()
+            run_doc = self._run_doc(status, ended_at, abort_reason if status == "aborted" else None)
+        self._check_run_doc(run_doc)
+        return run_doc
+
+    def _closing_metrics_doc(self) -> dict[str, Any]:
+        """The ``metrics.json`` document to write, refused when a line uses a metric it does not declare or it
+        would not be valid."""
+        undeclared = [m for m in self._used_metrics if m not in self._metrics]
+        if undeclared:
+            m = undeclared[0]
+            raise Refusal("SUM-1", f"metric {m!r} is not declared in metrics.json", self._used_metrics[m])
+        metrics_doc = self._metrics_doc()
+        reason = _validator("metrics")(metrics_doc)
+        if reason is not None:
+            raise Refusal("VER-2", f"metrics.json would not be valid: {reason}", "metrics.json")
+        return metrics_doc
+
+    def _check_links_write_gates(self, tmp: Path) -> None:
+        """Refuse evidence that links a blob or span the run does not have; write ``gates.ndjson``, refusing a
+        decision that names a result line the run does not have."""
+        for hexd, where in self._evidence_blobs:
+            if _blob_key("sha256:" + hexd) not in self._blobs:
+                raise Refusal("EVD-1", f"the evidence links blob sha256:{hexd}, which is not in the run", where)
+        if "traces" in self._otlp:
+            for t, s, where in self._evidence_spans:
+                if (t, s) not in self._spans:
+                    raise Refusal("RUN-14", "the evidence links a span traces.otlp.jsonl does not have", where)
+        if self._gates:
+            with open(tmp / "gates.ndjson", "xb") as raw_gates:
+                f = _Hashed(raw_gates, "gates.ndjson")
+                for i, g in enumerate(self._gates, 1):
+                    named = list((g.get("inputs") or {}).get("results") or []) + list(g.get("decisive") or [])
+                    for rid in named:
+                        if bytes.fromhex(rid[2:]) not in self._ids:
+                            raise Refusal("GATE-1", f"the decision names {rid}, which is no line of the run",
+                                          f"gates.ndjson:{i}")
+                    f.write(_encode(g, f"gates.ndjson:{i}", line=True))
+            self._written.add(f.rel, f.h.hexdigest(), f.size)
+
     def _write_doc(self, tmp: Path, name: str, data: bytes) -> None:
         """Create ``name`` holding ``data``, and list it with its digest (runfs.Written)."""
         with open(tmp / name, "xb") as f:
@@ -1709,61 +1760,7 @@ class RunBuilder:
         self._written.add(name, hashlib.sha256(data).hexdigest(), len(data))
 
     def _summary(self, run_id: str, metrics_doc: dict, request: dict, results_path: Path) -> dict[str, Any]:
-        traces = "traces" in self._otlp
-        blobs = self._blobs
-        made = self._next_evidence  # E-1 .. E-(made - 1) are evidence ids of the run
-
-        def read():
-            # the builder's own lines (each encoded from a dict, within [ENC-17]'s depth): decoded as they are,
-            # without jsonio.loads' certificates for bytes from elsewhere (a member twice cannot be there), unless
-            # the line has digits enough for a number beyond binary64 or does not decode: then read strictly
-            decode = _plain_decoder.decode
-            with open(results_path, "rb") as f:
-                for lineno, raw in jsonio.iter_lines(f):
-                    if raw is not None and len(raw) - len(raw.translate(None, b"0123456789")) < 309:
-                        try:
-                            line = decode(raw)
-                        except msgspec.DecodeError:
-                            pass
-                        else:
-                            if type(line) is dict:
-                                yield lineno, line
-                                continue
-                    if raw is None:
-                        e = jsonio.JsonProblem("limit", f"line {lineno} is over {jsonio.MAX_DOC} bytes", "ENC-17")
-                        e.lineno = lineno  # type: ignore[attr-defined]
-                        raise e
-                    try:
-                        yield lineno, jsonio.loads(raw)
-                    except jsonio.JsonProblem as e:
-                        e.lineno = lineno  # type: ignore[attr-defined]
-                        raise
-
-        def lines():
-            for lineno, line in read():
-                where = f"results.ndjson:{lineno}"
-                for eid in line.get("evidence") or ():
-                    if type(eid) is str and eid[:2] == "E-" and eid[2:].isdigit() and len(eid) < 21 and \
-                            eid[2:3] != "0" and eid[2:].isascii() and int(eid[2:]) < made:
-                        continue  # one the builder made (the usual case, checked without a call)
-                    if not self._evidence_used(eid):
-                        raise Refusal("EVD-1", f"the line cites evidence {eid!r}, which no record has", where)
-                rs = line.get("reasoning")
-                if rs is not None:
-                    size = blobs.get(_blob_key(rs["blob"]))
-                    if size is None:
-                        raise Refusal("EVD-3", f"the reasoning blob {rs['blob']} is not in the run", where)
-                    if size != rs["bytes"]:
-                        raise Refusal("EVD-3", f"reasoning.bytes is {rs['bytes']}, the blob has {size}", where)
-                tl = line.get("traceLink")
-                if traces and tl is not None:
-                    t, s = tl["traceId"].lower(), tl.get("spanId")
-                    ok = (t, s.lower()) in self._spans if s is not None else t in self._trace_ids
-                    if not ok:
-                        raise Refusal("RUN-14", "the traceLink names no span of traces.otlp.jsonl", where)
-                yield line
-
-        doc = compute_summary(run_id, metrics_doc, lines(), request)
+        doc = compute_summary(run_id, metrics_doc, self._checked_lines(_read_own_lines(results_path)), request)
         # the producer's own figures, copied as given: per entry stderr and ci, and cost, usage and ext
         for lane_out, lane_in in zip(doc["lanes"], request.get("lanes") or []):
             for entry_out, entry_in in zip(lane_out["metrics"], lane_in.get("metrics") or []):
@@ -1789,3 +1786,32 @@ class RunBuilder:
                 if "sum" in e and not math.isfinite(e["sum"]):
                     raise Refusal("SUM-5", "the sum is not finite", "summary.json")
         return doc
+
+    def _checked_lines(self, read: Iterator[tuple[int, dict]]) -> Iterator[dict]:
+        """The result lines of ``read``, each refused when it cites evidence no record has, a reasoning blob the
+        run does not have (or of another size), or a span ``traces.otlp.jsonl`` does not have ([RUN-14])."""
+        traces = "traces" in self._otlp
+        blobs = self._blobs
+        made = self._next_evidence  # E-1 .. E-(made - 1) are evidence ids of the run
+        for lineno, line in read:
+            where = f"results.ndjson:{lineno}"
+            for eid in line.get("evidence") or ():
+                if type(eid) is str and eid[:2] == "E-" and eid[2:].isdigit() and len(eid) < 21 and \
+                        eid[2:3] != "0" and eid[2:].isascii() and int(eid[2:]) < made:
+                    continue  # one the builder made (the usual case, checked without a call)
+                if not self._evidence_used(eid):
+                    raise Refusal("EVD-1", f"the line cites evidence {eid!r}, which no record has", where)
+            rs = line.get("reasoning")
+            if rs is not None:
+                size = blobs.get(_blob_key(rs["blob"]))
+                if size is None:
+                    raise Refusal("EVD-3", f"the reasoning blob {rs['blob']} is not in the run", where)
+                if size != rs["bytes"]:
+                    raise Refusal("EVD-3", f"reasoning.bytes is {rs['bytes']}, the blob has {size}", where)
+            tl = line.get("traceLink")
+            if traces and tl is not None:
+                t, s = tl["traceId"].lower(), tl.get("spanId")
+                ok = (t, s.lower()) in self._spans if s is not None else t in self._trace_ids
+                if not ok:
+                    raise Refusal("RUN-14", "the traceLink names no span of traces.otlp.jsonl", where)
+            yield line

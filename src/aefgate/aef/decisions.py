@@ -268,8 +268,45 @@ def decide(
     if key_path is not None:  # loaded before anything is written: a bad key causes no mutation
         key = load_private_key(key_path)
     policy = load_policy(policy)
+    run = _intact_run(root, run_dir, policy, result, blob)
 
-    # the run: sealed and intact (blobs withheld by authorized redactions allowed)
+    # preflight (nothing written): refuse a chain that cannot take a batch; read under a shared lock, so another
+    # writer's batch is seen whole or not at all (its line is never taken for an interrupted write)
+    refusal = _chain_refusal(_shared_chain(root, run))
+    if refusal is not None:
+        raise refusal
+
+    event = _new_event(run, kind, by, reason, result, requirement, state, expires, blob, at, key is not None)
+    line = jsonio.dump_line(event)
+
+    with _locked_events(root) as fd:
+        report = _chain(root, run)  # the chain as the previous holder of the lock left it
+        refusal = _chain_refusal(report)
+        if refusal is not None:
+            raise refusal
+        n = report.highest + 1
+        offset = report.verified_end
+        seal_bytes, envelope_bytes = _batch_seal(report, run, line, key, key_path)
+        _append_batch(root, fd, n, offset, line, seal_bytes, envelope_bytes)
+    return {
+        "run": str(run_dir),
+        "runId": run.run_id,
+        "runHash": run.run_hash,
+        "eventId": event["eventId"],
+        "event": event,
+        "batch": n,
+        "seal": seal_name(n),
+        "signature": signature_name(n) if envelope_bytes is not None else None,
+        "keyid": key.keyid if key is not None else None,
+        "offset": offset,
+        "length": len(line),
+        "identityVerified": False,
+    }
+
+
+def _intact_run(root: Path, run_dir: str | Path, policy: Any, result: str | None, blob: str | None) -> _Run:
+    """The run, refused unless sealed and intact (blobs withheld by redactions ``policy`` authorizes allowed), with
+    ``result`` one of its results and ``blob`` one of its sealed blobs."""
     if not (root / "seal.json").is_file():
         raise _refuse("OVL-4", "the run is not sealed: decisions are appended only to a sealed, intact run "
                                "(`aefgate seal RUN` first)", "seal.json", integrity=True)
@@ -288,13 +325,12 @@ def decide(
         sealed = {s["name"] for s in reading.doc["subject"]} if reading.doc is not None else set()
         if runfs.blob_path(blob) not in sealed:
             raise _refuse("OVL-1", f"no blob {blob} is sealed in this run", "option 'blob'")
+    return run
 
-    # preflight (nothing written): refuse a chain that cannot take a batch; read under a shared lock, so another
-    # writer's batch is seen whole or not at all (its line is never taken for an interrupted write)
-    refusal = _chain_refusal(_shared_chain(root, run))
-    if refusal is not None:
-        raise refusal
 
+def _new_event(run: _Run, kind: str, by: str, reason: str, result: str | None, requirement: str | None,
+               state: str | None, expires: str | None, blob: str | None, at: str, signed: bool) -> dict[str, Any]:
+    """The decision's overlay event (a new eventId), refused unless valid against the writer schema."""
     target: dict[str, Any] = {"run": run.run_id, "runHash": run.run_hash}
     if result is not None:
         target["result"] = result
@@ -313,86 +349,78 @@ def decide(
     event["reason"] = reason
     if expires is not None:
         event["expires"] = expires
-    event["by"] = {"identity": by, "assurance": "signed" if key is not None else "self-attested"}
+    event["by"] = {"identity": by, "assurance": "signed" if signed else "self-attested"}
     event["at"] = at
     why = validator("overlay-event", "writer")(event)
     if why is not None:
         raise _refuse("OVL-1", f"the event would not be valid: {why}")
-    line = jsonio.dump_line(event)
+    return event
 
-    with _locked_events(root) as fd:
-        report = _chain(root, run)  # the chain as the previous holder of the lock left it
-        refusal = _chain_refusal(report)
-        if refusal is not None:
-            raise refusal
-        n = report.highest + 1
-        offset = report.verified_end
-        previous = None
-        if n > 1:
-            prev = report.batches[n - 2]
-            previous = {"path": prev.path, "sha256": hashlib.sha256(prev.seal_bytes).hexdigest()}
-        statement = {
-            "_type": STATEMENT_TYPE,
-            "subject": [{"name": EVENTS, "digest": {"sha256": hashlib.sha256(line).hexdigest()}}],
-            "predicateType": BATCH_PREDICATE,
-            "predicate": {
-                "schemaVersion": "1.0",
-                "runId": run.run_id,
-                "runHash": run.run_hash,
-                "batch": n,
-                "offset": offset,
-                "length": len(line),
-                "previous": previous,
-            },
-        }
-        why = validator("overlay-seal", "writer")(statement)
-        if why is not None:
-            raise _refuse("OVL-4", f"the batch seal would not be valid: {why}", seal_name(n))
-        seal_bytes = jsonio.dumps(statement)
-        envelope_bytes = None
-        if key is not None:
-            try:
-                envelope_bytes = jsonio.dumps(sign(seal_bytes, PAYLOAD_TYPE, key))
-            except Refusal:
-                raise
-            except Exception as e:  # signing failed before anything was written
-                raise _refuse("SIG-2", f"signing the batch failed: {type(e).__name__}; nothing was written",
-                              str(key_path)) from None
 
-        # writing starts: from here a failure is exit 1
-        if os.fstat(fd).st_size != offset:
-            raise _refuse("OVL-4", f"{EVENTS} changed while it was locked (a writer that does not lock): nothing "
-                                   f"was written", EVENTS, integrity=True)
-        written_sig = False
-        try:
-            _write_all(fd, line)
-            os.fsync(fd)
-            if envelope_bytes is not None:  # the signature first: the seal is the commit point
-                _create_new(root / signature_name(n), envelope_bytes)
-                written_sig = True
-            _create_new(root / seal_name(n), seal_bytes)
-        except BaseException as e:
-            _roll_back(root, fd, n, offset, len(line), written_sig)
-            if isinstance(e, Refusal):
-                raise
-            if isinstance(e, OSError):
-                raise _refuse("OVL-4", f"writing the decision failed ({e.strerror or e}); the event line was "
-                                       "removed again if nothing followed it", EVENTS, integrity=True) from None
-            raise
-    return {
-        "run": str(run_dir),
-        "runId": run.run_id,
-        "runHash": run.run_hash,
-        "eventId": event["eventId"],
-        "event": event,
-        "batch": n,
-        "seal": seal_name(n),
-        "signature": signature_name(n) if envelope_bytes is not None else None,
-        "keyid": key.keyid if key is not None else None,
-        "offset": offset,
-        "length": len(line),
-        "identityVerified": False,
+def _batch_seal(report: ChainReport, run: _Run, line: bytes, key: Any,
+                key_path: str | Path | None) -> tuple[bytes, bytes | None]:
+    """The bytes of the seal of the batch holding ``line`` after the chain's verified batches, and with ``key``
+    those of its signature envelope (None without)."""
+    n = report.highest + 1
+    offset = report.verified_end
+    previous = None
+    if n > 1:
+        prev = report.batches[n - 2]
+        previous = {"path": prev.path, "sha256": hashlib.sha256(prev.seal_bytes).hexdigest()}
+    statement = {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": EVENTS, "digest": {"sha256": hashlib.sha256(line).hexdigest()}}],
+        "predicateType": BATCH_PREDICATE,
+        "predicate": {
+            "schemaVersion": "1.0",
+            "runId": run.run_id,
+            "runHash": run.run_hash,
+            "batch": n,
+            "offset": offset,
+            "length": len(line),
+            "previous": previous,
+        },
     }
+    why = validator("overlay-seal", "writer")(statement)
+    if why is not None:
+        raise _refuse("OVL-4", f"the batch seal would not be valid: {why}", seal_name(n))
+    seal_bytes = jsonio.dumps(statement)
+    envelope_bytes = None
+    if key is not None:
+        try:
+            envelope_bytes = jsonio.dumps(sign(seal_bytes, PAYLOAD_TYPE, key))
+        except Refusal:
+            raise
+        except Exception as e:  # signing failed before anything was written
+            raise _refuse("SIG-2", f"signing the batch failed: {type(e).__name__}; nothing was written",
+                          str(key_path)) from None
+    return seal_bytes, envelope_bytes
+
+
+def _append_batch(root: Path, fd: int, n: int, offset: int, line: bytes, seal_bytes: bytes,
+                  envelope_bytes: bytes | None) -> None:
+    """Write batch ``n`` (the locked events file ``fd`` is ``offset`` bytes long): the event line, the signature
+    when there is one, then the seal (the commit point); on failure, roll back and refuse with exit 1."""
+    # writing starts: from here a failure is exit 1
+    if os.fstat(fd).st_size != offset:
+        raise _refuse("OVL-4", f"{EVENTS} changed while it was locked (a writer that does not lock): nothing "
+                               f"was written", EVENTS, integrity=True)
+    written_sig = False
+    try:
+        _write_all(fd, line)
+        os.fsync(fd)
+        if envelope_bytes is not None:  # the signature first: the seal is the commit point
+            _create_new(root / signature_name(n), envelope_bytes)
+            written_sig = True
+        _create_new(root / seal_name(n), seal_bytes)
+    except BaseException as e:
+        _roll_back(root, fd, n, offset, len(line), written_sig)
+        if isinstance(e, Refusal):
+            raise
+        if isinstance(e, OSError):
+            raise _refuse("OVL-4", f"writing the decision failed ({e.strerror or e}); the event line was "
+                                   "removed again if nothing followed it", EVENTS, integrity=True) from None
+        raise
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -366,85 +366,13 @@ def verify_chain(run_dir: str | Path, *, run_hash: str | None = None) -> ChainRe
 
 def _chain(root: Path, run: _Run) -> ChainReport:
     listing = _list_overlays(root)
-    problems: set[tuple[str, str]] = set()
-    if listing.count > MAX_OVERLAY_FILES:
-        problems.add((OVERLAYS, "limit"))  # once; the chain is still checked from the files it names
-    else:
-        for p in listing.unexpected:
-            problems.add((p, "unexpected-file"))
-    if 0 in listing.seals:
-        problems.add((listing.seals[0], "batch-number"))  # not checked further
+    problems = _listing_problems(listing)
     highest = max((n for n in listing.seals if n >= 1), default=0)
     ef = _EventsFile(root / EVENTS, listing.events)
     try:
         report = ChainReport([], run_id=run.run_id, size=ef.size, signatures=set(listing.signatures), run=run)
-        seal_check = validator("overlay-seal", "reader")
-        batches: list[Batch] = []
-        for n in range(1, highest + 1):
-            b = Batch(n, seal_name(n))
-            batches.append(b)
-            if n not in listing.seals:
-                b.codes.append("missing")
-                continue
-            try:
-                data = _read_limited(root / b.path, jsonio.MAX_SEAL)
-            except OSError:
-                b.codes.append("batch-invalid")
-                continue
-            if data is None:
-                b.codes.append("limit")
-                continue
-            b.seal_bytes = data
-            try:
-                doc = jsonio.loads(data)
-            except jsonio.JsonProblem as e:
-                b.codes.append("limit" if e.code == "limit" else "batch-invalid")
-                continue
-            if seal_check(doc) is not None:
-                b.codes.append("batch-invalid")
-                continue
-            b.doc = doc
-        for b in batches:
-            if b.doc is None:
-                continue
-            pred = b.doc["predicate"]
-            n = b.number
-            if pred["batch"] != n:
-                b.codes.append("batch-number")
-            if pred["runId"] != run.run_id:
-                b.codes.append("run-id")
-            if pred["runHash"] != run.run_hash:
-                b.codes.append("run-hash")
-            offset, length = b.offset, int(pred["length"])
-            if n == 1:
-                if offset != 0:
-                    b.codes.append("offset")
-            else:
-                prev = batches[n - 2]
-                if prev.doc is not None and offset != prev.end:  # not checked after a missing (or unread) seal
-                    b.codes.append("offset")
-            end = offset + length
-            if end > ef.size:  # runs past the end of the file
-                b.codes += ["line-boundary", "batch-digest"]
-            else:
-                if (offset > 0 and ef.byte_at(offset - 1) != b"\n") or ef.byte_at(end - 1) != b"\n":
-                    b.codes.append("line-boundary")
-                if ef.digest(offset, length) != b.doc["subject"][0]["digest"]["sha256"]:
-                    b.codes.append("batch-digest")
-            prev_ref = pred["previous"]
-            if n == 1:
-                if prev_ref is not None:
-                    b.codes.append("previous")
-            else:
-                want = seal_name(n - 1)
-                prev_hash = _seal_hash(root, batches[n - 2], (n - 1) in listing.seals)
-                if (
-                    type(prev_ref) is not dict
-                    or prev_ref.get("path") != want
-                    or prev_hash is None
-                    or prev_ref.get("sha256") != prev_hash
-                ):
-                    b.codes.append("previous")
+        batches = _read_batches(root, listing, highest)
+        _check_batches(root, run, listing, ef, batches)
         for b in batches:
             for code in b.codes:
                 problems.add((b.path, code))
@@ -458,47 +386,8 @@ def _chain(root: Path, run: _Run) -> ChainReport:
             verified += 1
         verified_end = batches[verified - 1].end if verified else 0
 
-        # coverage: every byte claimed by some batch that was read ([OVL-4])
-        claims = sorted((b.offset, min(b.end, ef.size)) for b in batches if b.doc is not None)
-        covered = 0
-        gap = False
-        for lo, hi in claims:
-            if lo > covered:
-                gap = True
-            covered = max(covered, hi)
-        if ef.size > 0 and (gap or covered < ef.size):
-            problems.add((EVENTS, "uncovered"))
-        report.covered_end = max((b.end for b in batches if b.doc is not None), default=0)
-
-        # the lines, each judged on its own; the events of the verified batches kept for the view
-        event_check = validator("overlay-event", "reader")
-        seen_ids: set[str] = set()
-        kept: list[EventLine] = []
-        unsealed = 0
-        last_end = 0
-        for lineno, start, end, raw in ef.lines():
-            if lineno > jsonio.MAX_LINES:
-                report.over_limit = True
-                problems.add((EVENTS, "limit"))
-                break
-            last_end = end
-            ev = _valid_event(raw, event_check)
-            ok = ev is not None
-            if not ok:
-                problems.add((line_path(lineno), "event-invalid"))
-            else:
-                eid = ev["eventId"]
-                if eid in seen_ids:
-                    problems.add((line_path(lineno), "event-id"))
-                    ok = False
-                seen_ids.add(eid)
-                if not _target_ok(ev["target"], run):
-                    problems.add((line_path(lineno), "target"))
-                    ok = False
-            if end <= verified_end:
-                kept.append(EventLine(lineno, start, end, ev, ok))
-            else:
-                unsealed += 1
+        _check_coverage(batches, ef, problems, report)
+        kept, unsealed, last_end = _read_lines(ef, run, verified_end, problems, report)
         if report.over_limit:
             # lines beyond the limit are not read: a batch reaching into them does not verify, nothing after the
             # verified batches is read
@@ -524,6 +413,147 @@ def _chain(root: Path, run: _Run) -> ChainReport:
         return report
     finally:
         ef.close()
+
+
+def _listing_problems(listing: _Listing) -> set[tuple[str, str]]:
+    """The problems of the overlays folder's listing: too many files, unexpected files, a batch numbered 0."""
+    problems: set[tuple[str, str]] = set()
+    if listing.count > MAX_OVERLAY_FILES:
+        problems.add((OVERLAYS, "limit"))  # once; the chain is still checked from the files it names
+    else:
+        for p in listing.unexpected:
+            problems.add((p, "unexpected-file"))
+    if 0 in listing.seals:
+        problems.add((listing.seals[0], "batch-number"))  # not checked further
+    return problems
+
+
+def _read_batches(root: Path, listing: _Listing, highest: int) -> list[Batch]:
+    """Batches 1 to ``highest``: each seal read and checked against the reader schema (its doc set when valid),
+    or its problem code noted."""
+    seal_check = validator("overlay-seal", "reader")
+    batches: list[Batch] = []
+    for n in range(1, highest + 1):
+        b = Batch(n, seal_name(n))
+        batches.append(b)
+        if n not in listing.seals:
+            b.codes.append("missing")
+            continue
+        try:
+            data = _read_limited(root / b.path, jsonio.MAX_SEAL)
+        except OSError:
+            b.codes.append("batch-invalid")
+            continue
+        if data is None:
+            b.codes.append("limit")
+            continue
+        b.seal_bytes = data
+        try:
+            doc = jsonio.loads(data)
+        except jsonio.JsonProblem as e:
+            b.codes.append("limit" if e.code == "limit" else "batch-invalid")
+            continue
+        if seal_check(doc) is not None:
+            b.codes.append("batch-invalid")
+            continue
+        b.doc = doc
+    return batches
+
+
+def _check_batches(root: Path, run: _Run, listing: _Listing, ef: _EventsFile, batches: list[Batch]) -> None:
+    """Note on each read batch its problem codes: number, run, offset, line boundaries and digest of its bytes in
+    the events file, and its link to the previous seal."""
+    for b in batches:
+        if b.doc is None:
+            continue
+        pred = b.doc["predicate"]
+        n = b.number
+        if pred["batch"] != n:
+            b.codes.append("batch-number")
+        if pred["runId"] != run.run_id:
+            b.codes.append("run-id")
+        if pred["runHash"] != run.run_hash:
+            b.codes.append("run-hash")
+        offset, length = b.offset, int(pred["length"])
+        if n == 1:
+            if offset != 0:
+                b.codes.append("offset")
+        else:
+            prev = batches[n - 2]
+            if prev.doc is not None and offset != prev.end:  # not checked after a missing (or unread) seal
+                b.codes.append("offset")
+        end = offset + length
+        if end > ef.size:  # runs past the end of the file
+            b.codes += ["line-boundary", "batch-digest"]
+        else:
+            if (offset > 0 and ef.byte_at(offset - 1) != b"\n") or ef.byte_at(end - 1) != b"\n":
+                b.codes.append("line-boundary")
+            if ef.digest(offset, length) != b.doc["subject"][0]["digest"]["sha256"]:
+                b.codes.append("batch-digest")
+        prev_ref = pred["previous"]
+        if n == 1:
+            if prev_ref is not None:
+                b.codes.append("previous")
+        else:
+            want = seal_name(n - 1)
+            prev_hash = _seal_hash(root, batches[n - 2], (n - 1) in listing.seals)
+            if (
+                type(prev_ref) is not dict
+                or prev_ref.get("path") != want
+                or prev_hash is None
+                or prev_ref.get("sha256") != prev_hash
+            ):
+                b.codes.append("previous")
+
+
+def _check_coverage(batches: list[Batch], ef: _EventsFile, problems: set, report: ChainReport) -> None:
+    """[OVL-4]: every byte of the events file claimed by some batch that was read; sets ``report.covered_end``."""
+    claims = sorted((b.offset, min(b.end, ef.size)) for b in batches if b.doc is not None)
+    covered = 0
+    gap = False
+    for lo, hi in claims:
+        if lo > covered:
+            gap = True
+        covered = max(covered, hi)
+    if ef.size > 0 and (gap or covered < ef.size):
+        problems.add((EVENTS, "uncovered"))
+    report.covered_end = max((b.end for b in batches if b.doc is not None), default=0)
+
+
+def _read_lines(ef: _EventsFile, run: _Run, verified_end: int, problems: set,
+                report: ChainReport) -> tuple[list[EventLine], int, int]:
+    """The event lines, each judged on its own (problems noted): the lines of the verified batches (up to
+    ``verified_end``), the count of lines after them, and the end of the last line read. Past
+    ``jsonio.MAX_LINES`` lines, sets ``report.over_limit`` and stops."""
+    event_check = validator("overlay-event", "reader")
+    seen_ids: set[str] = set()
+    kept: list[EventLine] = []
+    unsealed = 0
+    last_end = 0
+    for lineno, start, end, raw in ef.lines():
+        if lineno > jsonio.MAX_LINES:
+            report.over_limit = True
+            problems.add((EVENTS, "limit"))
+            break
+        last_end = end
+        ev = _valid_event(raw, event_check)
+        ok = ev is not None
+        if not ok:
+            problems.add((line_path(lineno), "event-invalid"))
+        else:
+            eid = ev["eventId"]
+            if eid in seen_ids:
+                problems.add((line_path(lineno), "event-id"))
+                ok = False
+            seen_ids.add(eid)
+            if not _target_ok(ev["target"], run):
+                problems.add((line_path(lineno), "target"))
+                ok = False
+        if end <= verified_end:
+            kept.append(EventLine(lineno, start, end, ev, ok))
+        else:
+            unsealed += 1
+    return kept, unsealed, last_end
 
 
 def _target_ok(target: dict, run: _Run) -> bool:

@@ -925,9 +925,32 @@ class _Gen:
             return [f"_r = {name}({x})", "if _r is not None:"] + _indent(
                 self.fail_t(mode, ptr, "_r")
             )
-        out: list[str] = []
         facts = dict(facts) if facts else {}
         types = self.types(s, loc)
+        out, known, string_done = self.type_stmts(s, loc, x, ptr, mode, stack, known, types)
+        out += self.group_stmts(s, loc, x, ptr, mode, stack, known, level, facts, types, string_done)
+        if "$ref" in s:
+            tloc = self.reg.resolve(loc, s["$ref"])
+            if tloc in stack:
+                name = self.helper("e", tloc)
+                out += [f"_r = {name}({x})", "if _r is not None:"]
+                out += _indent(self.fail_t(mode, ptr, "_r"))
+            else:
+                out += self.stmts(self.reg.at(tloc), tloc, x, ptr, mode, stack + (tloc,), known,
+                                  level, facts)
+        for i, sub in enumerate(s.get("allOf", ())):
+            out += self.stmts(sub, _loc_add(loc, "allOf", i), x, ptr, mode, stack, known, level,
+                              facts)
+        lines, s = self.dispatch_stmts(s, loc, x, ptr, mode, stack, level, facts)
+        out += lines
+        out += self.combinator_stmts(s, loc, x, ptr, mode, stack, known, level, facts)
+        return out
+
+    def type_stmts(self, s: dict, loc: Loc, x: str, ptr: tuple, mode: str, stack: tuple,
+                   known: str | None, types: list) -> tuple[list[str], str | None, bool]:
+        """The type, ``enum`` and ``const`` checks of schema ``s`` (with a pattern, the string
+        block too): the lines, the type then known, and whether the string keywords are done."""
+        out: list[str] = []
         # The one type the instance must have: this schema's, or (checked first, so that the
         # keywords beside it need no type guard) the one a $ref or an allOf member requires.
         if types:
@@ -955,6 +978,14 @@ class _Gen:
             out.append(f"if not {self.const_expr(s['const'], x)}:")
             msg = " is not " + _show(s["const"])
             out += _indent(self.fail(mode, ptr, f"_show({x}) + {msg!r}", True))
+        return out, known, string_done
+
+    def group_stmts(self, s: dict, loc: Loc, x: str, ptr: tuple, mode: str, stack: tuple,
+                    known: str | None, level: int, facts: dict, types: list,
+                    string_done: bool) -> list[str]:
+        """The keywords of each type group (string, number, array, object) of schema ``s``,
+        behind a type test unless the type is known."""
+        out: list[str] = []
         for group, kws in _GROUPS:
             if not any(k in s for k in kws) or (group == "string" and string_done):
                 continue
@@ -968,18 +999,13 @@ class _Gen:
                 if body:
                     out.append(f"if {_test(group, x)}:")
                     out += _indent(body)
-        if "$ref" in s:
-            tloc = self.reg.resolve(loc, s["$ref"])
-            if tloc in stack:
-                name = self.helper("e", tloc)
-                out += [f"_r = {name}({x})", "if _r is not None:"]
-                out += _indent(self.fail_t(mode, ptr, "_r"))
-            else:
-                out += self.stmts(self.reg.at(tloc), tloc, x, ptr, mode, stack + (tloc,), known,
-                                  level, facts)
-        for i, sub in enumerate(s.get("allOf", ())):
-            out += self.stmts(sub, _loc_add(loc, "allOf", i), x, ptr, mode, stack, known, level,
-                              facts)
+        return out
+
+    def dispatch_stmts(self, s: dict, loc: Loc, x: str, ptr: tuple, mode: str, stack: tuple,
+                       level: int, facts: dict) -> tuple[list[str], dict]:
+        """The ``anyOf``/``oneOf`` whose branches are of distinct types, as a dispatch on the
+        instance's type: the lines, and ``s`` without those keywords."""
+        out: list[str] = []
         for kw in ("anyOf", "oneOf"):
             if kw not in s:
                 continue
@@ -1000,6 +1026,12 @@ class _Gen:
             msg = " is not of type " + " or ".join(ts)
             out += _indent(self.fail(mode, ptr, f"_show({x}) + {msg!r}", True))
             s = {k: v for k, v in s.items() if k != kw}
+        return out, s
+
+    def combinator_stmts(self, s: dict, loc: Loc, x: str, ptr: tuple, mode: str, stack: tuple,
+                         known: str | None, level: int, facts: dict) -> list[str]:
+        """The ``anyOf``, ``oneOf``, ``not`` and ``if``/``then``/``else`` of schema ``s``."""
+        out: list[str] = []
         if "anyOf" in s:
             locs = [_loc_add(loc, "anyOf", i) for i in range(len(s["anyOf"]))]
             exprs = [self.expr(sub, l, x, stack, known, 1, facts)
@@ -1119,9 +1151,34 @@ class _Gen:
         return out
 
     def s_object(self, s, loc, x, ptr, mode, stack, level, facts=None) -> list[str]:
-        out: list[str] = []
         props = s.get("properties", {})
         req = list(dict.fromkeys(s.get("required", ())))
+        out, first = self.discriminator_stmts(props, loc, x, ptr, mode, stack, level)
+        out += self.required_stmts(req, x, ptr, mode)
+        ap = s.get("additionalProperties", True)
+        lines, kset = self.member_name_stmts(s, loc, x, ptr, mode, stack, props, ap)
+        out += lines
+        out += self.property_stmts(props, req, first, loc, x, ptr, mode, stack, level, facts)
+        if ap is not True and ap is not False:
+            k, v = self.var("k"), self.var()
+            body = self.stmts(ap, _loc_add(loc, "additionalProperties"), v, ptr + (("k", k),),
+                              mode, stack, None, level + 2)
+            if body:
+                if kset:
+                    out.append(f"if not {kset}.issuperset({x}):")
+                    out.append(f"{_IND}for {k}, {v} in {x}.items():")
+                    out.append(f"{_IND}{_IND}if {k} not in {kset}:")
+                    out += _indent(_indent(_indent(body)))
+                else:
+                    out.append(f"for {k}, {v} in {x}.items():")
+                    out += _indent(body)
+        return out
+
+    def discriminator_stmts(self, props: dict, loc: Loc, x: str, ptr: tuple, mode: str,
+                            stack: tuple, level: int) -> tuple[list[str], set[str]]:
+        """In helper mode, the checks of the members with a ``const`` or an ``enum``, first:
+        the lines and the names checked."""
+        out: list[str] = []
         first: set[str] = set()
         if mode == "helper":
             # In the message helpers of anyOf/oneOf branches, check the discriminators (members
@@ -1136,6 +1193,11 @@ class _Gen:
                     out.append(f"{_IND}{v} = {x}[{name!r}]")
                     out += _indent(body)
                     first.add(name)
+        return out, first
+
+    def required_stmts(self, req: list[str], x: str, ptr: tuple, mode: str) -> list[str]:
+        """The check that the ``required`` members are present."""
+        out: list[str] = []
         if len(req) == 1:
             out.append(f"if {req[0]!r} not in {x}:")
             missing = repr("required member is missing")
@@ -1148,7 +1210,15 @@ class _Gen:
             names = self.const(("RL", tuple(req)), tuple(req), "_RL")
             out.append(f"if {cond}:")
             out += _indent(self.fail_t(mode, ptr, f"_missing_err({x}, {names})"))
-        ap = s.get("additionalProperties", True)
+        return out
+
+    def member_name_stmts(self, s: dict, loc: Loc, x: str, ptr: tuple, mode: str, stack: tuple,
+                          props: dict, ap: Any) -> tuple[list[str], str | None]:
+        """The checks on the members as a set (``additionalProperties: false``,
+        ``minProperties``, ``propertyNames``): the lines, and the constant holding the declared
+        member names (None without them, or with a ``propertyNames`` that :meth:`names_ok`
+        does not certify them against)."""
+        out: list[str] = []
         kset = self.const(("K", tuple(sorted(props))), frozenset(props), "_K") if props else None
         if ap is False:
             if props:
@@ -1174,6 +1244,14 @@ class _Gen:
                     out.append(f"if not {kset}.issuperset({x}):")
                     loop = _indent(loop)
                 out += loop
+        return out, kset
+
+    def property_stmts(self, props: dict, req: list[str], first: set[str], loc: Loc, x: str,
+                       ptr: tuple, mode: str, stack: tuple, level: int,
+                       facts: dict | None) -> list[str]:
+        """The checks of the declared members not in ``first``: the required ones (recorded in
+        ``facts``), then the optional ones, each when present."""
+        out: list[str] = []
         optional: list[tuple[str, str, list[str]]] = []
         for name, sub in props.items():
             if name in first:
@@ -1195,19 +1273,6 @@ class _Gen:
             out.append(f"if {name!r} in {x}:")
             out.append(f"{_IND}{v} = {x}[{name!r}]")
             out += _indent(body)
-        if ap is not True and ap is not False:
-            k, v = self.var("k"), self.var()
-            body = self.stmts(ap, _loc_add(loc, "additionalProperties"), v, ptr + (("k", k),),
-                              mode, stack, None, level + 2)
-            if body:
-                if kset:
-                    out.append(f"if not {kset}.issuperset({x}):")
-                    out.append(f"{_IND}for {k}, {v} in {x}.items():")
-                    out.append(f"{_IND}{_IND}if {k} not in {kset}:")
-                    out += _indent(_indent(_indent(body)))
-                else:
-                    out.append(f"for {k}, {v} in {x}.items():")
-                    out += _indent(body)
         return out
 
     def names_ok(self, props: dict, names_schema: Any, loc: Loc) -> str | None:

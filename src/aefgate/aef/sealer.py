@@ -151,6 +151,16 @@ def seal_run(
     if sealed_by not in SEALED_BY:
         raise Refusal("SEAL-5", f"sealedBy is producer or ingest, not {sealed_by!r}")
     root = Path(run_dir)
+    run, sealed_at = _closed_run(root, run_dir, sealed_at)
+    man = _verified_manifest(root, sealed_by, written)  # the digests the verification read: every file is read once
+    pred = predicate_for(run, man.run_hash, sealed_by, sealed_at)
+    _write_seal(root, man, pred)
+    return man.run_hash
+
+
+def _closed_run(root: Path, run_dir: str | Path, sealed_at: str | None) -> tuple[dict, str]:
+    """The unsealed, closed run's ``run.json`` (without ``ext``) and the seal's time (default: now), refused when
+    before the run's ``endedAt``."""
     if not (root / "run.json").is_file():
         raise Refusal("RUN-1", "no run.json: not a run folder", str(run_dir))
     if (root / "seal.json").exists() or (root / "seal.json").is_symlink():
@@ -176,6 +186,12 @@ def seal_run(
             raise Refusal("SEAL-1", f"sealedAt {sealed_at} is before the run closed ({ended})", "run.json")
     except ValueError:
         pass  # a bad endedAt is a schema problem the verification below reports
+    return run, sealed_at
+
+
+def _verified_manifest(root: Path, sealed_by: str, written: runfs.Written | None) -> Manifest:
+    """The manifest of the run's verification, refused when the folder holds a file a run does not list or the
+    run does not verify (:class:`NotVerified`)."""
     v = verify_run(root, written=written)
     # the files the verification saw (no second scan: a run may hold tens of thousands of blobs); a blob at its
     # canonical path (packed in runfs.Files) is always listed, so only the other files are looked at
@@ -195,8 +211,12 @@ def seal_run(
             f"the run does not verify, refusing to seal it: {code} at {path}{more}; `aefgate verify` lists them",
             path,
         )
-    man = v.manifest  # the digests the verification read: every file is read once
-    pred = predicate_for(run, man.run_hash, sealed_by, sealed_at)
+    return v.manifest
+
+
+def _write_seal(root: Path, man: Manifest, pred: dict) -> None:
+    """Write ``seal.json``: the statement of ``pred`` over the manifest's subjects, checked against the writer
+    schema a chunk of subjects at a time before each is written (refused, nothing left, when not valid)."""
     head = {"_type": STATEMENT_TYPE, "subject": [], "predicateType": EVIDENCE_PREDICATE, "predicate": pred}
     # the writer schema, checked on the statement with its subjects a chunk at a time (a seal lists every file)
     check = validator("seal", "writer")
@@ -224,7 +244,6 @@ def seal_run(
         yield text[cut:]
 
     atomic_lines(root / "seal.json", parts(), replace=True)
-    return man.run_hash
 
 
 def _subject_chunks(man: Manifest) -> Iterator[list[dict]]:

@@ -515,58 +515,7 @@ def compute_summary(
     that does not depend on the lines (all but the null producer value) is checked before the first line is read.
     """
     kinds = _kinds(metrics_doc)
-    if not isinstance(request, Mapping) or not isinstance(request.get("lanes"), list):
-        raise _refuse("CONF-3", "the request is not {\"lanes\": [...]}", "request")
-
-    lane_names: list[str] = []
-    plan: list[tuple[str, list[tuple[Mapping[str, Any], str | None]]]] = []
-    seen_entries: set[tuple[str, str, str]] = set()
-    for i, lane in enumerate(request["lanes"]):
-        where = f"request:/lanes/{i}"
-        if not isinstance(lane, Mapping) or not isinstance(lane.get("lane"), str):
-            raise _refuse("CONF-3", "a lane is {\"lane\": name, \"metrics\": [...]}", where)
-        name = lane["lane"]
-        if name in lane_names:
-            raise _refuse("SUM-9", f"lane {name!r} is named twice", where)
-        lane_names.append(name)
-        entries = lane.get("metrics")
-        if not isinstance(entries, list):
-            raise _refuse("CONF-3", f"lane {name!r} has no list of metrics", where)
-        planned: list[tuple[Mapping[str, Any], str | None]] = []
-        for j, e in enumerate(entries):
-            ew = f"{where}/metrics/{j}"
-            if not isinstance(e, Mapping) or not isinstance(e.get("metric"), str) or not isinstance(e.get("path"), str):
-                raise _refuse("CONF-3", "an entry names a metric and a path (strings)", ew)
-            metric, path = e["metric"], e["path"]
-            if metric not in kinds:
-                raise _refuse("SUM-1", f"metric {metric!r} is not declared in metrics.json", ew)
-            key = (name, metric, path)
-            if key in seen_entries:
-                raise _refuse("SUM-9", f"lane {name!r}, metric {metric!r} and path {path!r} are asked for twice", ew)
-            seen_entries.add(key)
-            agg = e.get("aggregate")
-            method: str | None = None
-            if agg is not None:
-                if not isinstance(agg, Mapping) or not isinstance(agg.get("method"), str):
-                    raise _refuse("CONF-3", "an aggregate is {\"method\": name, \"k\"?: k}", ew)
-                method = agg["method"]
-            computed = method is None or method in DEFINED_METHODS
-            if computed:
-                if e.get("value") is not None:
-                    raise _refuse("SUM-8", "a value for an entry AEF computes would contradict it", ew)
-            else:
-                if "value" not in e:
-                    raise _refuse("SUM-8", f"aggregate {method!r} is not defined by AEF: its value is needed", ew)
-                if e["value"] is not None and not _is_number(e["value"]):
-                    raise _refuse("SUM-8", "the producer's value is not a finite number", ew)
-            verdict = e.get("verdict")
-            if verdict is not None and verdict not in VERDICTS:
-                raise _refuse("SUM-6", f"unknown verdict {verdict!r}", ew)
-            rule = e.get("rule")
-            if rule is not None and not isinstance(rule, str):
-                raise _refuse("CONF-3", "a rule is text", ew)
-            planned.append((e, method))
-        plan.append((name, planned))
+    lane_names, plan = _plan_lanes(request, kinds)
 
     router = SummaryAccumulator(lane_names)
     accs: list[list[EntryAccumulator]] = []
@@ -587,41 +536,113 @@ def compute_summary(
     for i, ((name, planned), lane_accs) in enumerate(zip(plan, accs)):
         out_entries = []
         for j, ((e, _method), acc) in enumerate(zip(planned, lane_accs)):
-            got = acc.result()
-            n = got["n"]
-            entry: dict[str, Any] = {
-                "metric": e["metric"],
-                "path": e["path"],
-                "N": got["N"],
-                "n": n,
-                "notMeasured": got["notMeasured"],
-            }
-            if got["sum"] is not None:
-                entry["sum"] = got["sum"]
-            if got["sumSq"] is not None:
-                entry["sumSq"] = got["sumSq"]
-            if acc.recomputes_value:
-                value = got["value"]
-            elif n == 0:
-                value = None
-            else:
-                value = e["value"]
-                if value is None:
-                    raise _refuse(
-                        "SUM-8",
-                        f"aggregate {acc.aggregate_method!r}: {n} values were measured, so the value is a number",
-                        f"request:/lanes/{i}/metrics/{j}",
-                    )
-            entry["value"] = value
-            beyond = n > 0 and acc.aggregate_method is None and value is None  # the sum is beyond binary64 (R10-3)
-            entry["verdict"] = "not_measured" if n == 0 or beyond else (e.get("verdict") or "scored")
-            if e.get("rule") is not None:
-                entry["rule"] = e["rule"]
-            if e.get("aggregate") is not None:
-                entry["aggregate"] = dict(e["aggregate"])
-            out_entries.append(entry)
+            out_entries.append(_summary_entry(e, acc, f"request:/lanes/{i}/metrics/{j}"))
         out_lanes.append({"lane": name, "metrics": out_entries})
     return {"schemaVersion": "1.0", "runId": run_id, "lanes": out_lanes}
+
+
+def _plan_lanes(
+    request: Mapping[str, Any], kinds: dict[str, str]
+) -> tuple[list[str], list[tuple[str, list[tuple[Mapping[str, Any], str | None]]]]]:
+    """The request checked before any line is read: its lane names, and per lane its entries, each with its
+    aggregate method (None for none)."""
+    if not isinstance(request, Mapping) or not isinstance(request.get("lanes"), list):
+        raise _refuse("CONF-3", "the request is not {\"lanes\": [...]}", "request")
+
+    lane_names: list[str] = []
+    plan: list[tuple[str, list[tuple[Mapping[str, Any], str | None]]]] = []
+    seen_entries: set[tuple[str, str, str]] = set()
+    for i, lane in enumerate(request["lanes"]):
+        where = f"request:/lanes/{i}"
+        if not isinstance(lane, Mapping) or not isinstance(lane.get("lane"), str):
+            raise _refuse("CONF-3", "a lane is {\"lane\": name, \"metrics\": [...]}", where)
+        name = lane["lane"]
+        if name in lane_names:
+            raise _refuse("SUM-9", f"lane {name!r} is named twice", where)
+        lane_names.append(name)
+        entries = lane.get("metrics")
+        if not isinstance(entries, list):
+            raise _refuse("CONF-3", f"lane {name!r} has no list of metrics", where)
+        planned: list[tuple[Mapping[str, Any], str | None]] = []
+        for j, e in enumerate(entries):
+            method = _plan_entry(e, f"{where}/metrics/{j}", name, kinds, seen_entries)
+            planned.append((e, method))
+        plan.append((name, planned))
+    return lane_names, plan
+
+
+def _plan_entry(
+    e: Any, ew: str, name: str, kinds: dict[str, str], seen_entries: set[tuple[str, str, str]]
+) -> str | None:
+    """One requested entry of lane ``name`` checked (its key added to ``seen_entries``): its aggregate method."""
+    if not isinstance(e, Mapping) or not isinstance(e.get("metric"), str) or not isinstance(e.get("path"), str):
+        raise _refuse("CONF-3", "an entry names a metric and a path (strings)", ew)
+    metric, path = e["metric"], e["path"]
+    if metric not in kinds:
+        raise _refuse("SUM-1", f"metric {metric!r} is not declared in metrics.json", ew)
+    key = (name, metric, path)
+    if key in seen_entries:
+        raise _refuse("SUM-9", f"lane {name!r}, metric {metric!r} and path {path!r} are asked for twice", ew)
+    seen_entries.add(key)
+    agg = e.get("aggregate")
+    method: str | None = None
+    if agg is not None:
+        if not isinstance(agg, Mapping) or not isinstance(agg.get("method"), str):
+            raise _refuse("CONF-3", "an aggregate is {\"method\": name, \"k\"?: k}", ew)
+        method = agg["method"]
+    computed = method is None or method in DEFINED_METHODS
+    if computed:
+        if e.get("value") is not None:
+            raise _refuse("SUM-8", "a value for an entry AEF computes would contradict it", ew)
+    else:
+        if "value" not in e:
+            raise _refuse("SUM-8", f"aggregate {method!r} is not defined by AEF: its value is needed", ew)
+        if e["value"] is not None and not _is_number(e["value"]):
+            raise _refuse("SUM-8", "the producer's value is not a finite number", ew)
+    verdict = e.get("verdict")
+    if verdict is not None and verdict not in VERDICTS:
+        raise _refuse("SUM-6", f"unknown verdict {verdict!r}", ew)
+    rule = e.get("rule")
+    if rule is not None and not isinstance(rule, str):
+        raise _refuse("CONF-3", "a rule is text", ew)
+    return method
+
+
+def _summary_entry(e: Mapping[str, Any], acc: EntryAccumulator, where: str) -> dict[str, Any]:
+    """The summary entry of requested entry ``e`` from its accumulator (``where``: the entry in the request)."""
+    got = acc.result()
+    n = got["n"]
+    entry: dict[str, Any] = {
+        "metric": e["metric"],
+        "path": e["path"],
+        "N": got["N"],
+        "n": n,
+        "notMeasured": got["notMeasured"],
+    }
+    if got["sum"] is not None:
+        entry["sum"] = got["sum"]
+    if got["sumSq"] is not None:
+        entry["sumSq"] = got["sumSq"]
+    if acc.recomputes_value:
+        value = got["value"]
+    elif n == 0:
+        value = None
+    else:
+        value = e["value"]
+        if value is None:
+            raise _refuse(
+                "SUM-8",
+                f"aggregate {acc.aggregate_method!r}: {n} values were measured, so the value is a number",
+                where,
+            )
+    entry["value"] = value
+    beyond = n > 0 and acc.aggregate_method is None and value is None  # the sum is beyond binary64 (R10-3)
+    entry["verdict"] = "not_measured" if n == 0 or beyond else (e.get("verdict") or "scored")
+    if e.get("rule") is not None:
+        entry["rule"] = e["rule"]
+    if e.get("aggregate") is not None:
+        entry["aggregate"] = dict(e["aggregate"])
+    return entry
 
 
 def summarize(run_dir: str | os.PathLike[str], request: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:

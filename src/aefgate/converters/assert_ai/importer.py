@@ -471,25 +471,12 @@ def from_assert(
     r = open_run(src, suite=suite, run=run, accept_changed_suite=accept_changed_suite)
     out = Path(os.path.abspath(out_dir))
     check_destination(out, inputs=(r.suite_dir,))
-    notes: list[str] = []
     rid = run_id or f"{r.suite}.{r.run}"
     if not (len(rid) <= 128 and set(rid) <= _ID_CHARS):
         raise Refusal("ASSERT-8", f"the run id {rid!r} (<suite>.<run>) is not an AEF id (1-128 letters, digits, '.', "
                                   "'_', ':' or '-'): give option 'run_id'", str(r.run_dir))
     taxonomy = r.taxonomy if r.taxonomy else None
-    if r.taxonomy_path is None:
-        notes.append("no taxonomy.json: harm and over-refusal cannot be told apart, so no rate is measured")
-    elif not taxonomy:
-        notes.append("the taxonomy has no behavior category: no rate is measured")
-    for c in r.changed:  # accept_changed_suite (ASSERT-5 otherwise)
-        notes.append(f"{c['file']} changed since the run (option 'accept_changed_suite'): ASSERT's manifest.json "
-                     f"records sha256 {c['recorded']} (artifact_versions.{c['stage']}), the suite holds "
-                     + (f"sha256 {c['present']}" if c["present"] else "none")
-                     + (": the rates are computed against the present taxonomy, as ASSERT computes them"
-                        if c["file"] == "taxonomy.json" else ": the cases are read from the present test set"))
-    missing = _missing_files(r)
-    for name, why in missing:
-        notes.append(f"{name} is absent, though {why}")
+    notes, missing = _suite_notes(r, taxonomy)
 
     facts = _Facts()
     scores_idx, inference_idx, test_idx = _Index(), _Index(), _Index()
@@ -498,15 +485,7 @@ def from_assert(
         when = at or now()
         header, asserted, status, abort_reason, ended = _header(r, facts, notes, rid, subject, subject_kind,
                                                                 target_mode, content_capture, when, missing)
-        metrics = [
-            {"id": HARM, "kind": "score", "direction": "lower_better", "scale": {"min": 0, "max": 1},
-             "description": "1 when ASSERT's judge found a non-permissible category violated (harm), 0 when one was "
-                            "relevant and none was violated."},
-            {"id": OVER_REFUSAL, "kind": "score", "direction": "lower_better", "scale": {"min": 0, "max": 1},
-             "description": "1 when ASSERT's judge found a permissible category violated (the target failed to "
-                            "help), 0 when one was relevant and none was violated."},
-            *({k: v for k, v in d.items() if not k.startswith("_")} for d in facts.dims.values()),
-        ]
+        metrics = _metrics(facts)
         sealed_at = at or (ended if ended is not None and parse_time(ended) > parse_time(when) else when)
         try:
             with RunBuilder(out, header, metrics=metrics, imported_from=source or FROM, asserted=asserted) as b:
@@ -515,13 +494,7 @@ def from_assert(
                 with progress_task("import ASSERT cases", None, "cases") as bar:
                     for _ in _write_cases(writer, r, scores_idx, inference_idx, test_idx):
                         bar.advance()
-                # per lane (prompt first, as ASSERT reports them; a lane without cases has no entry), never pooled
-                request: dict[str, Any] = {"lanes": [{"lane": lane, "metrics": [
-                    _entry(facts, lane, HARM, HARM_PATH, max_harm_rate, wilson_ci),
-                    _entry(facts, lane, OVER_REFUSAL, OVER_REFUSAL_PATH, max_over_refusal_rate, wilson_ci)]}
-                    for lane in ("prompt", "scenario") if lane in facts.lanes]}
-                if any(c["file"] == "taxonomy.json" for c in r.changed):
-                    request["ext"] = {EXT_NAME: {"ratesRestOn": _rates_rest_on(r)}}
+                request = _summary_request(r, facts, max_harm_rate, max_over_refusal_rate, wilson_ci)
                 with in_one_process():
                     if status == "running":
                         built = b.finish_running()
@@ -540,6 +513,52 @@ def from_assert(
         notes.append("ASSERT's manifest says the run is still running: the AEF run is left open (status running), "
                      "with no summary.json, and is not sealed")
     return Imported(out, rid, status, writer.cases, built.results, built.run_hash is not None, built.run_hash, notes)
+
+
+def _suite_notes(r: AssertRun, taxonomy: Taxonomy | None) -> tuple[list[str], list[tuple[str, str]]]:
+    """The notes on the suite's taxonomy, its files changed since the run and the run's files missing; and those
+    missing files, each with why it was expected."""
+    notes: list[str] = []
+    if r.taxonomy_path is None:
+        notes.append("no taxonomy.json: harm and over-refusal cannot be told apart, so no rate is measured")
+    elif not taxonomy:
+        notes.append("the taxonomy has no behavior category: no rate is measured")
+    for c in r.changed:  # accept_changed_suite (ASSERT-5 otherwise)
+        notes.append(f"{c['file']} changed since the run (option 'accept_changed_suite'): ASSERT's manifest.json "
+                     f"records sha256 {c['recorded']} (artifact_versions.{c['stage']}), the suite holds "
+                     + (f"sha256 {c['present']}" if c["present"] else "none")
+                     + (": the rates are computed against the present taxonomy, as ASSERT computes them"
+                        if c["file"] == "taxonomy.json" else ": the cases are read from the present test set"))
+    missing = _missing_files(r)
+    for name, why in missing:
+        notes.append(f"{name} is absent, though {why}")
+    return notes, missing
+
+
+def _metrics(facts: _Facts) -> list[dict[str, Any]]:
+    """The run's metrics: harm, over-refusal, then the judge's dimensions."""
+    return [
+        {"id": HARM, "kind": "score", "direction": "lower_better", "scale": {"min": 0, "max": 1},
+         "description": "1 when ASSERT's judge found a non-permissible category violated (harm), 0 when one was "
+                        "relevant and none was violated."},
+        {"id": OVER_REFUSAL, "kind": "score", "direction": "lower_better", "scale": {"min": 0, "max": 1},
+         "description": "1 when ASSERT's judge found a permissible category violated (the target failed to "
+                        "help), 0 when one was relevant and none was violated."},
+        *({k: v for k, v in d.items() if not k.startswith("_")} for d in facts.dims.values()),
+    ]
+
+
+def _summary_request(r: AssertRun, facts: _Facts, max_harm_rate: float | None,
+                     max_over_refusal_rate: float | None, wilson_ci: bool) -> dict[str, Any]:
+    """The summary request: harm and over-refusal per lane, and with a changed taxonomy what the rates rest on."""
+    # per lane (prompt first, as ASSERT reports them; a lane without cases has no entry), never pooled
+    request: dict[str, Any] = {"lanes": [{"lane": lane, "metrics": [
+        _entry(facts, lane, HARM, HARM_PATH, max_harm_rate, wilson_ci),
+        _entry(facts, lane, OVER_REFUSAL, OVER_REFUSAL_PATH, max_over_refusal_rate, wilson_ci)]}
+        for lane in ("prompt", "scenario") if lane in facts.lanes]}
+    if any(c["file"] == "taxonomy.json" for c in r.changed):
+        request["ext"] = {EXT_NAME: {"ratesRestOn": _rates_rest_on(r)}}
+    return request
 
 
 def _first_passes(r: AssertRun, taxonomy: Taxonomy | None, facts: _Facts, scores_idx: _Index,
@@ -603,6 +622,45 @@ def _entry(facts: _Facts, lane: str, metric: str, path: str, limit: float | None
 
 def _header(r: AssertRun, facts: _Facts, notes: list[str], rid: str, subject: str | None, subject_kind: str | None,
             target_mode: str | None, content_capture: str | None, when: str, missing: list[tuple[str, str]]):
+    """The run header (``run.json``), the fields it asserts (RUN-15), the run's status, abort reason and end."""
+    header, asserted = _header_subject(r, facts, notes, rid, subject, subject_kind)
+    # the suite (RUN-8): ASSERT has no suite version; the test set's digest stands for it
+    if r.test_set is not None:
+        digest = "sha256:" + sha256_file(r.test_set)
+        header["suite"] = {"ref": "suite:" + encode_name(r.suite), "version": digest, "digest": digest,
+                           "frozen": True}
+        asserted.append("suite.version")
+    else:
+        notes.append("the suite has no test_set.jsonl: run.json has no suite")
+    # how the target was driven (RUN-7)
+    mode = target_mode or ("replayed" if r.judge_only else "live")
+    header["execution"] = {"targetMode": mode, "stimulus": "external" if r.judge_only else "generated"}
+    asserted.append("execution.targetMode")
+    judges = _judges(r, facts, notes)
+    if judges:
+        header["judges"] = judges
+    status, abort_reason = _status(r, notes, asserted, missing)
+    started, ended, abort_reason = _times(r, notes, asserted, status, abort_reason, when)
+    header["startedAt"] = started
+    if r.changed:
+        header["ext"] = {EXT_NAME: {"changedSuite": [{k: c[k] for k in ("file", "stage", "recorded", "present")}
+                                                     for c in r.changed]}}
+        files = {c["file"] for c in r.changed}
+        # the present file's digest stands where the run's file was: the converter's claim (RUN-15)
+        if "test_set.jsonl" in files and "suite" in header:
+            asserted.append("suite.digest")
+        if "taxonomy.json" in files:
+            asserted += [f"judges[{i}].rubricDigest" for i, j in enumerate(judges[:16]) if "rubricDigest" in j]
+    if abort_reason is not None:
+        abort_reason = abort_reason[:2048]
+    header["contentCapture"] = content_capture or "on"
+    return header, asserted, status, abort_reason, ended
+
+
+def _header_subject(r: AssertRun, facts: _Facts, notes: list[str], rid: str, subject: str | None,
+                    subject_kind: str | None) -> tuple[dict[str, Any], list[str]]:
+    """The header's runId, subject and deployment (RUN-6), read from the rows' target unless given, and the fields
+    asserted so far."""
     asserted: list[str] = []
     # the subject and where it was reached (RUN-6)
     targets = list(facts.targets)
@@ -640,19 +698,12 @@ def _header(r: AssertRun, facts: _Facts, notes: list[str], rid: str, subject: st
     if deployment is not None:
         header["deployment"] = deployment
         asserted.append("deployment.ref")
-    # the suite (RUN-8): ASSERT has no suite version; the test set's digest stands for it
-    if r.test_set is not None:
-        digest = "sha256:" + sha256_file(r.test_set)
-        header["suite"] = {"ref": "suite:" + encode_name(r.suite), "version": digest, "digest": digest,
-                           "frozen": True}
-        asserted.append("suite.version")
-    else:
-        notes.append("the suite has no test_set.jsonl: run.json has no suite")
-    # how the target was driven (RUN-7)
-    mode = target_mode or ("replayed" if r.judge_only else "live")
-    header["execution"] = {"targetMode": mode, "stimulus": "external" if r.judge_only else "generated"}
-    asserted.append("execution.targetMode")
-    # the judges (RUN-9)
+    return header, asserted
+
+
+def _judges(r: AssertRun, facts: _Facts, notes: list[str]) -> list[dict[str, Any]]:
+    """The header's judges (RUN-9): the rows' judge models (the first 64), each with its panel size and the
+    taxonomy's digest as its rubric."""
     digest = "sha256:" + hashlib.sha256(r.taxonomy_bytes).hexdigest() if r.taxonomy_bytes is not None else None
     config_n = _config_judge_n(r.config)
     judges = []
@@ -666,11 +717,13 @@ def _header(r: AssertRun, facts: _Facts, notes: list[str], rid: str, subject: st
         judges.append(j)
     if len(facts.judges) > 64:
         notes.append(f"{len(facts.judges)} judge models: run.json lists the first 64")
-    if judges:
-        header["judges"] = judges
-    # status and times (RUN-5)
+    return judges
+
+
+def _status(r: AssertRun, notes: list[str], asserted: list[str],
+            missing: list[tuple[str, str]]) -> tuple[str, str | None]:
+    """The run's status and abort reason (RUN-5), from ASSERT's manifest and the files missing."""
     m = r.manifest
-    where = str(r.run_dir / "manifest.json")
     status, abort_reason = "completed", None
     if m is None:
         status, abort_reason = "aborted", ("ASSERT has not run this judge-only run (it has no manifest.json yet)."
@@ -700,6 +753,15 @@ def _header(r: AssertRun, facts: _Facts, notes: list[str], rid: str, subject: st
         abort_reason = ("ASSERT's manifest says the run completed, but " + "; ".join(
             f"{name} is absent ({why})" for name, why in missing) + ": its verdicts are not there to import.")
         asserted.append("status")
+    return status, abort_reason
+
+
+def _times(r: AssertRun, notes: list[str], asserted: list[str], status: str, abort_reason: str | None,
+           when: str) -> tuple[str, str | None, str | None]:
+    """The run's startedAt and endedAt (RUN-5; None while running) from ASSERT's manifest, the import's time
+    ``when`` where it gives none, and the abort reason saying so."""
+    m = r.manifest
+    where = str(r.run_dir / "manifest.json")
     started = _time((m or {}).get("started_at"), where + "/started_at")
     ended = _time((m or {}).get("ended_at"), where + "/ended_at") if status != "running" else None
     # never the files' modification times (a copy would change the run): ASSERT's rows carry no time, so a time
@@ -726,20 +788,7 @@ def _header(r: AssertRun, facts: _Facts, notes: list[str], rid: str, subject: st
         if "endedAt" not in asserted:
             asserted.append("endedAt")
         notes.append("ASSERT's run ends before it starts: endedAt is its start")
-    header["startedAt"] = started
-    if r.changed:
-        header["ext"] = {EXT_NAME: {"changedSuite": [{k: c[k] for k in ("file", "stage", "recorded", "present")}
-                                                     for c in r.changed]}}
-        files = {c["file"] for c in r.changed}
-        # the present file's digest stands where the run's file was: the converter's claim (RUN-15)
-        if "test_set.jsonl" in files and "suite" in header:
-            asserted.append("suite.digest")
-        if "taxonomy.json" in files:
-            asserted += [f"judges[{i}].rubricDigest" for i, j in enumerate(judges[:16]) if "rubricDigest" in j]
-    if abort_reason is not None:
-        abort_reason = abort_reason[:2048]
-    header["contentCapture"] = content_capture or "on"
-    return header, asserted, status, abort_reason, ended
+    return started, ended, abort_reason
 
 
 def _ext_files(b: Any, r: AssertRun, notes: list[str]) -> None:
@@ -843,35 +892,7 @@ class _CaseWriter:
             if evidence:
                 root["evidence"] = evidence
         if self.line_ext:
-            ext: dict[str, Any] = {}
-            dims = next((x["dimensions"] for x in (test_row, row, transcript[1] if transcript else None)
-                         if isinstance(x, dict) and isinstance(x.get("dimensions"), dict)), None)
-            if isinstance(dims, dict):
-                ext["dimensions"] = dims
-            if transcript is not None:
-                if "stop_reason" in transcript[1]:
-                    ext["stopReason"] = transcript[1]["stop_reason"]
-                if isinstance(transcript[1].get("llm_calls"), list):
-                    ext["llmCalls"] = len(transcript[1]["llm_calls"])
-            if row is not None and "judge_status" in row:
-                ext["judgeStatus"] = row["judge_status"]
-            verdict = row.get("verdict") if row is not None else None
-            if isinstance(verdict, dict) and isinstance(verdict.get("dimensions"), dict):
-                # every dimension value, also where the root may carry no score (a typed absence, RES-2): ASSERT's
-                # dimension rates count a judged row whose root is not_applicable (docs/mappings/assert.md)
-                ext["verdictDimensions"] = verdict["dimensions"]
-            if self.content:
-                # the rest of the score row and of the test-set row: nothing of ASSERT's is dropped (the verdict
-                # itself is the judge_reasoning blob, the inference row the transcript blob, the seed's
-                # description the input blob)
-                if row is not None:
-                    ext["scoreRow"] = {k: v for k, v in row.items() if k not in ("type", "test_case_id", "verdict")}
-                if isinstance(test_row, dict):
-                    rest = {k: v for k, v in test_row.items() if k not in ("type", "test_case_id", "dimensions")}
-                    seed = rest.get("seed")
-                    if isinstance(seed, dict) and isinstance(seed.get("description"), str) and seed["description"]:
-                        rest["seed"] = {k: v for k, v in seed.items() if k != "description"}
-                    ext["testCase"] = rest
+            ext = self._line_ext(row, transcript, test_row)
             if ext:
                 root["ext"] = {EXT_NAME: ext}
         try:
@@ -883,6 +904,42 @@ class _CaseWriter:
             # a refusal of the line that names no place is placed at the ASSERT run the case comes from
             raise Refusal(e.rule, f"{message} (the case {case_id})", e.where or str(self.r.run_dir),
                           exit_code=e.exit_code) from None
+
+    def _line_ext(self, row: dict | None, transcript: tuple[bytes, dict] | None,
+                  test_row: dict | None) -> dict[str, Any]:
+        """The root line's ASSERT facts (its ``ext`` under ``EXT_NAME``; empty for none): dimensions, stop
+        reason, LLM calls, judge status, verdict dimensions, and with content the rest of the score and test-set
+        rows."""
+        ext: dict[str, Any] = {}
+        dims = next((x["dimensions"] for x in (test_row, row, transcript[1] if transcript else None)
+                     if isinstance(x, dict) and isinstance(x.get("dimensions"), dict)), None)
+        if isinstance(dims, dict):
+            ext["dimensions"] = dims
+        if transcript is not None:
+            if "stop_reason" in transcript[1]:
+                ext["stopReason"] = transcript[1]["stop_reason"]
+            if isinstance(transcript[1].get("llm_calls"), list):
+                ext["llmCalls"] = len(transcript[1]["llm_calls"])
+        if row is not None and "judge_status" in row:
+            ext["judgeStatus"] = row["judge_status"]
+        verdict = row.get("verdict") if row is not None else None
+        if isinstance(verdict, dict) and isinstance(verdict.get("dimensions"), dict):
+            # every dimension value, also where the root may carry no score (a typed absence, RES-2): ASSERT's
+            # dimension rates count a judged row whose root is not_applicable (docs/mappings/assert.md)
+            ext["verdictDimensions"] = verdict["dimensions"]
+        if self.content:
+            # the rest of the score row and of the test-set row: nothing of ASSERT's is dropped (the verdict
+            # itself is the judge_reasoning blob, the inference row the transcript blob, the seed's
+            # description the input blob)
+            if row is not None:
+                ext["scoreRow"] = {k: v for k, v in row.items() if k not in ("type", "test_case_id", "verdict")}
+            if isinstance(test_row, dict):
+                rest = {k: v for k, v in test_row.items() if k not in ("type", "test_case_id", "dimensions")}
+                seed = rest.get("seed")
+                if isinstance(seed, dict) and isinstance(seed.get("description"), str) and seed["description"]:
+                    rest["seed"] = {k: v for k, v in seed.items() if k != "description"}
+                ext["testCase"] = rest
+        return ext
 
     def _evidence(self, i: int, test_row: dict | None, transcript: tuple[bytes, dict] | None, row: dict | None,
                   root: dict, judged: bool) -> list[str]:
