@@ -240,6 +240,7 @@ class _RunVerifier:
 
     # -- the run ---------------------------------------------------------------------------------------------
     def verify(self) -> Verification:
+        """Read and check every file of the run, then the rules across files and the seal: the verdict (§4.5)."""
         sc = self.scan
         if sc.too_many:
             return Verification("invalid", [(".", "limit")])
@@ -247,7 +248,29 @@ class _RunVerifier:
             self.add(p, "path")
         for p, code in path_problems(_path_rule_input(sc.files, sc.special)):
             self.add(p, code)
+        full_run, run, summary = self._read_documents()
+        self._read_side_files()
+        self._prepare_summary(summary)
+        self._begin_mapping(full_run, summary)
+        if "results.ndjson" in sc.files:
+            self._results()
+        else:
+            self.add("results.ndjson", "schema")
+        self._hash_rest()
 
+        if run is not None:
+            self._run_rules(run)
+        if summary is not None and run is not None:
+            self._summary_rules(summary, run)
+        if not self.blocking:
+            self._results_end()
+            for lineno, g in self.gates:
+                self._gate_rule(lineno, g)
+        return self._verdict(run)
+
+    def _read_documents(self) -> tuple[dict | None, dict | None, dict | None]:
+        """Read run.json, metrics.json and summary.json and keep what the lines are checked against: ``(run.json as
+        read, run.json without its ext, summary.json)``, each None when it does not read."""
         run = self.read_doc("run.json", "run", required=True)
         if run is not None and not _run_times_exist(run):
             self.add("run.json", "schema")
@@ -264,7 +287,11 @@ class _RunVerifier:
         self.metric_kinds: dict[str, str] = {}
         if metrics is not None:
             self._metrics(metrics)
+        return full_run, run, summary
 
+    def _read_side_files(self) -> None:
+        """Read the files the result lines refer to: the OTLP traces and logs, evidence.ndjson, gates.ndjson."""
+        sc = self.scan
         self.spans: set[tuple[str, str]] = set()
         self.trace_ids: set[str] = set()
         self.has_traces = "traces.otlp.jsonl" in sc.files
@@ -283,13 +310,9 @@ class _RunVerifier:
             gates = self._gates()
         self.gates = gates
 
-        self._prepare_summary(summary)
-        self._begin_mapping(full_run, summary)
-        if "results.ndjson" in sc.files:
-            self._results()
-        else:
-            self.add("results.ndjson", "schema")
-
+    def _hash_rest(self) -> None:
+        """Hash the files not read yet for the seal: the blobs, then ext/, unexpected files, blobs beyond the limit."""
+        sc = self.scan
         # blobs: hashed after results.ndjson (the worker processes are forked without their digests)
         self._hash_blobs()
         # the rest of the files (ext/, unexpected ones, blobs beyond the limit): hashed for the seal
@@ -301,16 +324,9 @@ class _RunVerifier:
             for i, p in files.unhashed():  # blobs beyond the limit (a few at most)
                 files.set_blob_digest(i, bytes.fromhex(runfs.sha256_file(self.root / p)))
 
-        if run is not None:
-            self._run_rules(run)
-        if summary is not None and run is not None:
-            self._summary_rules(summary, run)
-        if not self.blocking:
-            self._results_end()
-            for lineno, g in gates:
-                self._gate_rule(lineno, g)
-
-        # seal
+    def _verdict(self, run: dict | None) -> Verification:
+        """The seal's problems ([SEAL-6]), the run hash, and the outcome over every problem found (§4.5)."""
+        sc = self.scan
         sealed = "seal.json" in sc.files
         withheld: list[str] = []
         run_hash: str | None = None
@@ -318,31 +334,7 @@ class _RunVerifier:
         unlisted = {p for p in sc.files.other if not runfs.is_listed(p)}
         listed: set[str] = set()
         if sealed:
-            reading = read_seal_lean(self.root)
-            # [SEAL-6] compares the predicate with run.json (run-id, predicate, run-open), and no rule makes a
-            # schema problem of run.json block it (§3.9's blocking covers its own table only; a seal's checks stop
-            # only after seal-invalid): a run.json that is an I-JSON object within the limits but not valid against
-            # its schema (a secret-bearing deployment.endpoint, [RUN-10]) is still compared as read. Not one that
-            # did not read (encoding, limit, absent): there is nothing to compare. It is read again here only in
-            # that case, and used only when its bytes are still the ones hashed for the seal.
-            seal_run_doc = run
-            hashed = self.digests.get("run.json")
-            if run is None and ("run.json", "schema") in self.problems and hashed is not None:
-                try:
-                    with open(self.root / "run.json", "rb") as f:
-                        data = f.read(jsonio.MAX_DOC + 1)
-                    if hashlib.sha256(data).hexdigest() == hashed[0]:
-                        seal_run_doc = jsonio.loads(data)  # an object, or JsonProblem
-                except (OSError, JsonProblem):
-                    seal_run_doc = None
-            sp, withheld = seal_problems(reading, sc.files, seal_run_doc, withheld_ok=self.withheld_ok)
-            for p in sp:
-                self.problems.add(p)
-            if reading.doc is not None:
-                run_hash = reading.doc["predicate"]["runHash"]
-                if unlisted:
-                    listed = {name for name, _ in reading.subjects() if name in unlisted}
-            del reading
+            withheld, run_hash, listed = self._seal(run, unlisted)
         manifest = Manifest(sc.files)  # over the packed table: its entries are made when iterated
         if run_hash is None:
             run_hash = manifest.run_hash
@@ -359,6 +351,37 @@ class _RunVerifier:
         return Verification(
             outcome, problems, withheld=len(withheld), run_hash=run_hash, sealed=sealed, manifest=manifest
         )
+
+    def _seal(self, run: dict | None, unlisted: set[str]) -> tuple[list[str], str | None, set[str]]:
+        """Check seal.json ([SEAL-6]): ``(the withheld blobs, the run hash it seals or None, the files of
+        ``unlisted`` it lists)``; its problems are added."""
+        reading = read_seal_lean(self.root)
+        # [SEAL-6] compares the predicate with run.json (run-id, predicate, run-open), and no rule makes a
+        # schema problem of run.json block it (§3.9's blocking covers its own table only; a seal's checks stop
+        # only after seal-invalid): a run.json that is an I-JSON object within the limits but not valid against
+        # its schema (a secret-bearing deployment.endpoint, [RUN-10]) is still compared as read. Not one that
+        # did not read (encoding, limit, absent): there is nothing to compare. It is read again here only in
+        # that case, and used only when its bytes are still the ones hashed for the seal.
+        seal_run_doc = run
+        hashed = self.digests.get("run.json")
+        if run is None and ("run.json", "schema") in self.problems and hashed is not None:
+            try:
+                with open(self.root / "run.json", "rb") as f:
+                    data = f.read(jsonio.MAX_DOC + 1)
+                if hashlib.sha256(data).hexdigest() == hashed[0]:
+                    seal_run_doc = jsonio.loads(data)  # an object, or JsonProblem
+            except (OSError, JsonProblem):
+                seal_run_doc = None
+        sp, withheld = seal_problems(reading, self.scan.files, seal_run_doc, withheld_ok=self.withheld_ok)
+        for p in sp:
+            self.problems.add(p)
+        run_hash: str | None = None
+        listed: set[str] = set()
+        if reading.doc is not None:
+            run_hash = reading.doc["predicate"]["runHash"]
+            if unlisted:
+                listed = {name for name, _ in reading.subjects() if name in unlisted}
+        return withheld, run_hash, listed
 
     def _begin_mapping(self, run: dict | None, summary: dict | None) -> None:
         """The one pass (:mod:`aefgate.aef.onepass`): hand the mapper the run.json and summary.json this
@@ -731,84 +754,20 @@ class _RunVerifier:
         ranges: list[tuple[int, int]] = []
         range_digests: list[bytes] = []
         cut = threading.Event()
-
-        def hash_all():
-            with open(path, "rb", buffering=0) as f:
-                if mapper is None:
-                    while chunk := f.read(1 << 22):
-                        h.update(chunk)
-                    return
-                cut.wait()
-                for _, length in ranges:
-                    rh = hashlib.sha256()
-                    left = length
-                    while left > 0:
-                        chunk = f.read(min(left, 1 << 22))
-                        if not chunk:
-                            break
-                        left -= len(chunk)
-                        h.update(chunk)
-                        rh.update(chunk)
-                    range_digests.append(rh.digest())
-                while chunk := f.read(1 << 22):
-                    h.update(chunk)
-
         pool = multiprocessing.get_context("fork").Pool(workers)  # fork before any thread starts
-        hasher = threading.Thread(target=hash_all, daemon=True)
+        hasher = threading.Thread(target=_hash_results, args=(path, h, mapper is None, ranges, range_digests, cut),
+                                  daemon=True)
         hasher.start()
-        framing: str | None = None
         try:
-            with open(path, "rb") as f:
-                head = f.read(3)
-                f.seek(max(0, size - 1))
-                last = f.read(1)
-                ranges[:] = _ranges(f, size)
+            framing, cuts = _cut_results(path, size)
+            ranges[:] = cuts
         finally:
             cut.set()
-        if head == jsonio.BOM:
-            framing = "encoding"
-        elif size and last != b"\n":
-            framing = "encoding"
-        lineno = 0
         try:
             if framing is None:
-                if mapper is None:
-                    items: list = ranges
-                else:
-                    # each range's first line number, and where the mapper's numbering starts in it
-                    counts = pool.map(functools.partial(_count_range, path), ranges, chunksize=1)
-                    first, base = 1, mapper.first_count()
-                    items = []
-                    for r, (nlines, n) in zip(ranges, counts):
-                        items.append((r, (first, base)))
-                        first += nlines
-                        base += n
-                results = _parallel(pool, items, workers, _check_range, path)
-                try:
-                    for i, ((start, end), res) in enumerate(zip(ranges, results)):
-                        count, records, problem = res[0], res[1], res[2]
-                        bar.advance(end - start)
-                        if problem is not None:
-                            framing = problem
-                            break
-                        if lineno + count > jsonio.MAX_LINES:
-                            framing = "limit"
-                            break
-                        self._add_figures(res[3])
-                        if mapper is not None:
-                            while len(range_digests) <= i and hasher.is_alive():
-                                hasher.join(0.01)
-                            if len(range_digests) <= i or range_digests[i] != res[5]:
-                                framing = "encoding"  # the file changed during the pass (read twice, two texts)
-                                mapper.failed(Refusal(mapper.rule, "the run changed during the verification",
-                                                      f"{name}:{lineno + 1}", exit_code=1))
-                                break
-                            for payload in res[4]:
-                                mapper.take(payload)
-                        yield lineno + 1, records
-                        lineno += count
-                finally:
-                    results.close()
+                items = ranges if mapper is None else _numbered_ranges(pool, path, ranges, mapper)
+                framing = yield from self._checked_ranges(pool, items, workers, path, ranges, range_digests, hasher,
+                                                          bar)
         finally:
             pool.terminate()
             pool.join()
@@ -818,6 +777,52 @@ class _RunVerifier:
             self.framing_problem(name, framing)
             raise _FramingError(name)
 
+    def _checked_ranges(self, pool, items: list, workers: int, path: Path, ranges: list, range_digests: list,
+                        hasher: threading.Thread, bar: progress.Task):
+        """The ranges of :meth:`_parallel_results` checked by the workers, as ``(first line, records)`` in order,
+        each range's summary figures added and (the one pass) its mapped output handed on once its bytes are known
+        to be the ones hashed. Returns the framing problem that ends it, or None."""
+        mapper = self.mapper
+        lineno = 0
+        results = _parallel(pool, items, workers, _check_range, path)
+        try:
+            for i, ((start, end), res) in enumerate(zip(ranges, results)):
+                count, records, problem = res[0], res[1], res[2]
+                bar.advance(end - start)
+                if problem is not None:
+                    return problem
+                if lineno + count > jsonio.MAX_LINES:
+                    return "limit"
+                self._add_figures(res[3])
+                if mapper is not None:
+                    while len(range_digests) <= i and hasher.is_alive():
+                        hasher.join(0.01)
+                    if len(range_digests) <= i or range_digests[i] != res[5]:
+                        mapper.failed(Refusal(mapper.rule, "the run changed during the verification",
+                                              f"results.ndjson:{lineno + 1}", exit_code=1))
+                        return "encoding"  # the file changed during the pass (read twice, two texts)
+                    for payload in res[4]:
+                        mapper.take(payload)
+                yield lineno + 1, records
+                lineno += count
+        finally:
+            results.close()
+        return None
+
+    def _fold_state(self) -> None:
+        """The state :meth:`_fold` fills and :meth:`_results_end` reads, empty (lines count from 1: entry 0 is
+        unused)."""
+        self.ids: dict[bytes, int] = {}
+        self.forward: dict[int, bytes] = {}  # lineno -> key of a parent not seen yet
+        self.line_case = array("l", [-1])
+        self.line_path = array("l", [-1])
+        self.line_trial = array("h", [-1])
+        self.line_flags = bytearray(1)
+        self.line_parent = array("l", [_NONE])
+        self.aggs: list[tuple[int, int, Any]] = []  # (lineno, total, decisive keys)
+        self.rollups: dict[tuple[int, int], tuple[int, tuple]] = {}
+        self.trial_groups: dict[tuple[int, int], list] = {}  # -> [n, passed, first state, agree]
+
     def _fold(self, checked) -> None:
         """Fold the records of checked lines, in line order, into the state of the rules across lines.
 
@@ -826,20 +831,11 @@ class _RunVerifier:
         end); per distinct resultId, a 16-byte key in ``ids``."""
         cases: dict[str, int] = {}
         paths: dict[str, int] = {}
-        ids: dict[bytes, int] = {}
-        line_case = array("l", [-1])
-        line_path = array("l", [-1])
-        line_trial = array("h", [-1])
-        line_flags = bytearray(1)
-        line_parent = array("l", [_NONE])
-        forward: dict[int, bytes] = {}  # lineno -> key of a parent not seen yet
-        aggs: list[tuple[int, int, Any]] = []  # (lineno, total, decisive keys)
-        rollups: dict[tuple[int, int], tuple[int, tuple]] = {}
-        trial_groups: dict[tuple[int, int], list] = {}  # -> [n, passed, first state, agree]
-        self.ids, self.forward = ids, forward
-        self.line_case, self.line_path, self.line_trial = line_case, line_path, line_trial
-        self.line_flags, self.line_parent = line_flags, line_parent
-        self.aggs, self.rollups, self.trial_groups = aggs, rollups, trial_groups
+        self._fold_state()
+        ids, forward = self.ids, self.forward
+        line_case, line_path, line_trial = self.line_case, self.line_path, self.line_trial
+        line_flags, line_parent = self.line_flags, self.line_parent
+        aggs, rollups, trial_groups = self.aggs, self.rollups, self.trial_groups
         accs = self.accs
         x = self.x
         for start, records in checked:
@@ -921,6 +917,17 @@ class _RunVerifier:
         which :meth:`_results_end_spilled` checks (else it redoes those rules on disk). Keys that may repeat (their
         bucket of a fixed bitmap was set already) are kept in ``need`` to be looked up at the end. The problems of a
         line alone and the summary's measures are handled here, as in memory."""
+        f = _SpillFold(self._spill_tables(), spill.bound("AEFGATE_SPILL_WINDOW", _WINDOW))
+        self.provisional = f.prov
+        for start, records in checked:
+            f.next_batch(start, len(records))
+            self._fold_spilled_batch(f, start, records)
+            f.write(_PACK, 1024)
+        f.finish()
+        self.late, self.trial_lines = f.late, f.trial_lines
+
+    def _spill_tables(self) -> spill.SpillDb:
+        """The tables of :meth:`_fold_spilled`, created empty in a new :class:`spill.SpillDb` (``self.db``)."""
         db = self.db = spill.SpillDb()
         db.execute(
             "CREATE TABLE lines(ln INTEGER PRIMARY KEY, key BLOB NOT NULL, cs TEXT NOT NULL, pa TEXT NOT NULL,"
@@ -934,152 +941,87 @@ class _RunVerifier:
         db.execute("CREATE TABLE roll(ln INTEGER PRIMARY KEY, tn, tp, ta)")  # the trials figures of rollup lines
         db.execute("CREATE TABLE dec(ln INT NOT NULL, dkey BLOB, st INT NOT NULL)")
         db.execute("CREATE TABLE need(key BLOB PRIMARY KEY) WITHOUT ROWID")
-        window = spill.bound("AEFGATE_SPILL_WINDOW", _WINDOW)
-        # key -> [line, case, trial, aggregation total (0 without an aggregation), children] of the first line holding
-        # it among the last `window` lines or more (whole batches leave the window). When a line leaves the window
-        # its children are counted ([RES-5], [RES-6]): a problem when they are not its total (any child of a line
-        # without an aggregation is one)
-        win: dict[bytes, list] = {}
-        pending: dict[bytes, int] = {}  # decisive key -> its aggregation line (within the window)
-        gens: deque = deque()  # per batch in the window: (its last line, its keys, its (aggregation line, key))
-        # a Bloom filter of the resultIds seen (two bits each, from the key's hash: cached by the window's dict): a
-        # key whose two bits are both set already may be a duplicate
-        nbytes = 1 << max(0, spill.bound("AEFGATE_SPILL_SEEN", _SEEN_BYTES).bit_length() - 1)
-        seen = bytearray(nbytes)
-        mask = nbytes * 8 - 1
-        cands: list = []
-        prov = self.provisional = set()
-        late = trial_lines = 0
-        accs = self.accs
-        x = self.x
-        rows: list = []
-        rolls: list = []
-        decs: list = []
-        lps: list = []
-        pack = "INSERT INTO packed VALUES (?,?,?)"
-        dumps = marshal.dumps
+        return db
 
-        for start, records in checked:
+    def _fold_spilled_batch(self, f: _SpillFold, start: int, records: list) -> None:
+        """Fold one batch of :meth:`_fold_spilled` (line by line, in this one loop), its rows kept in ``f``."""
+        win, pending, seen, mask, cands, keys, pend = f.win, f.pending, f.seen, f.mask, f.cands, f.keys, f.pend
+        rows, rolls, decs, lps, prov, window = f.rows, f.rolls, f.decs, f.lps, f.prov, f.window
+        late, trial_lines, accs, x = f.late, f.trial_lines, self.accs, self.x
+        for offset, rec in enumerate(records):
+            if type(rec) is str:
+                self.add(f"results.ndjson:{start + offset}", rec)
+                continue
+            if self.blocking or rec is None:
+                continue
+            lineno = start + offset
+            key, case, path, trial, sc, pkey, agg, trials, codes, measures = rec
+            if codes:
+                where = f"results.ndjson:{lineno}"
+                for c in codes:
+                    x(where, c)
+            h = hash(key)
+            b = h & mask
+            b2 = (h >> 29) & mask
+            bit = 1 << (b & 7)
+            bit2 = 1 << (b2 & 7)
+            b >>= 3
+            b2 >>= 3
+            cand = seen[b] & bit and seen[b2] & bit2
+            if cand:
+                cands.append((key,))
+            else:
+                seen[b] |= bit
+                seen[b2] |= bit2
             if window:
-                old = start - 1 - window
-                while gens and gens[0][0] <= old:
-                    last, keys, pend = gens.popleft()
-                    for k in keys:
-                        p = win.get(k)
-                        if p is not None and p[0] <= last:
-                            del win[k]
-                            if p[4] != p[3]:
-                                prov.add((f"results.ndjson:{p[0]}", "aggregation"))
-                    for a, dk in pend:
-                        if pending.get(dk) == a:
-                            del pending[dk]
-                            decs.append((a, dk, 0))
-                keys, pend = [], []
-                gens.append((start + len(records) - 1, keys, pend))
-            for offset, rec in enumerate(records):
-                if type(rec) is str:
-                    self.add(f"results.ndjson:{start + offset}", rec)
-                    continue
-                if self.blocking or rec is None:
-                    continue
-                lineno = start + offset
-                key, case, path, trial, sc, pkey, agg, trials, codes, measures = rec
-                if codes:
-                    where = f"results.ndjson:{lineno}"
-                    for c in codes:
-                        x(where, c)
-                h = hash(key)
-                b = h & mask
-                b2 = (h >> 29) & mask
-                bit = 1 << (b & 7)
-                bit2 = 1 << (b2 & 7)
-                b >>= 3
-                b2 >>= 3
-                cand = seen[b] & bit and seen[b2] & bit2
-                if cand:
-                    cands.append((key,))
+                keys.append(key)
+                if key not in win:  # a later line of the same resultId: a duplicate, redone on disk
+                    win[key] = [lineno, case, trial, 0 if agg is None else agg[0], 0]
+            pl = None
+            flags = _F_READ
+            if pkey is not None:
+                flags = _F_READ | _F_CHILD
+                p = win.get(pkey)
+                if p is None:
+                    late += 1
+                    lps.append((lineno, pkey))
                 else:
-                    seen[b] |= bit
-                    seen[b2] |= bit2
-                if window:
-                    keys.append(key)
-                    if key not in win:  # a later line of the same resultId: a duplicate, redone on disk
-                        win[key] = [lineno, case, trial, 0 if agg is None else agg[0], 0]
-                pl = None
-                flags = _F_READ
-                if pkey is not None:
-                    flags = _F_READ | _F_CHILD
-                    p = win.get(pkey)
-                    if p is None:
-                        late += 1
-                        lps.append((lineno, pkey))
+                    pl = p[0]
+                    if p[1] != case:
+                        prov.add((f"results.ndjson:{lineno}", "parent"))
                     else:
-                        pl = p[0]
-                        if p[1] != case:
-                            prov.add((f"results.ndjson:{lineno}", "parent"))
-                        else:
-                            p[4] += 1
-                            ptrial = p[2]
-                            if (ptrial >= 0 and trial != ptrial) or (trial >= 0 and ptrial < 0):
-                                prov.add((f"results.ndjson:{lineno}", "trials"))
-                if pending:
-                    a = pending.pop(key, None)
-                    if a is not None:
-                        if cand:  # maybe not the first line of this resultId: checked on disk
-                            decs.append((a, key, 0))
-                        elif pl != a:
-                            decs.append((a, key, 2))
-                            prov.add((f"results.ndjson:{a}", "aggregation"))
-                total = None
-                if trial >= 0:
-                    trial_lines += 1
-                if trials is not None:
-                    flags |= _F_ROLLUP
-                    trial_lines += 1
-                    rolls.append((lineno, _sql_int(trials[0]), _sql_int(trials[1]), _sql_int(trials[2])))
-                if agg is not None:
-                    flags |= _F_AGG
-                    total = _sql_int(agg[0])
-                    for dk in agg[1]:
-                        if window and not cand and dk is not None and dk not in win and dk not in pending:
-                            pending[dk] = lineno
-                            pend.append((lineno, dk))
-                        else:
-                            decs.append((lineno, dk, 0))
-                rows.append((lineno, key, case, path, trial, sc << 5 | flags, pl, total))
-                for i, m in measures:
-                    accs[i].add_measure(m)
-            if len(rows) >= _PACK:
-                db.execute(pack, (rows[0][0], b"".join([r[1] for r in rows]), dumps(rows)))
-                rows.clear()
-                if rolls:
-                    db.executemany("INSERT INTO roll VALUES (?,?,?,?)", rolls)
-                    rolls.clear()
-                if lps:
-                    db.executemany("INSERT INTO lp VALUES (?,?)", lps)
-                    lps.clear()
-            if len(decs) >= 1024:
-                db.executemany("INSERT INTO dec VALUES (?,?,?)", decs)
-                decs.clear()
-            if len(cands) >= 1024:
-                db.executemany("INSERT OR IGNORE INTO need VALUES (?)", cands)
-                cands.clear()
-        for p in win.values():
-            if p[4] != p[3]:
-                prov.add((f"results.ndjson:{p[0]}", "aggregation"))
-        for dk, a in pending.items():
-            decs.append((a, dk, 0))
-        if rows:
-            db.execute(pack, (rows[0][0], b"".join([r[1] for r in rows]), dumps(rows)))
-        if rolls:
-            db.executemany("INSERT INTO roll VALUES (?,?,?,?)", rolls)
-        if lps:
-            db.executemany("INSERT INTO lp VALUES (?,?)", lps)
-        if decs:
-            db.executemany("INSERT INTO dec VALUES (?,?,?)", decs)
-        if cands:
-            db.executemany("INSERT OR IGNORE INTO need VALUES (?)", cands)
-        self.late, self.trial_lines = late, trial_lines
+                        p[4] += 1
+                        ptrial = p[2]
+                        if (ptrial >= 0 and trial != ptrial) or (trial >= 0 and ptrial < 0):
+                            prov.add((f"results.ndjson:{lineno}", "trials"))
+            if pending:
+                a = pending.pop(key, None)
+                if a is not None:
+                    if cand:  # maybe not the first line of this resultId: checked on disk
+                        decs.append((a, key, 0))
+                    elif pl != a:
+                        decs.append((a, key, 2))
+                        prov.add((f"results.ndjson:{a}", "aggregation"))
+            total = None
+            if trial >= 0:
+                trial_lines += 1
+            if trials is not None:
+                flags |= _F_ROLLUP
+                trial_lines += 1
+                rolls.append((lineno, _sql_int(trials[0]), _sql_int(trials[1]), _sql_int(trials[2])))
+            if agg is not None:
+                flags |= _F_AGG
+                total = _sql_int(agg[0])
+                for dk in agg[1]:
+                    if window and not cand and dk is not None and dk not in win and dk not in pending:
+                        pending[dk] = lineno
+                        pend.append((lineno, dk))
+                    else:
+                        decs.append((lineno, dk, 0))
+            rows.append((lineno, key, case, path, trial, sc << 5 | flags, pl, total))
+            for i, m in measures:
+                accs[i].add_measure(m)
+        f.late, f.trial_lines = late, trial_lines
 
     def _results_end_spilled(self) -> None:
         """:meth:`_results_end` over the state :meth:`_fold_spilled` put on disk: the same rules, as queries
@@ -1306,6 +1248,13 @@ class _RunVerifier:
             return self._results_end_spilled()
         if not hasattr(self, "ids"):
             return
+        childcount, trial_parent_paths = self._parents_end()
+        self._aggregations_end(childcount)
+        self._trials_end(trial_parent_paths)
+
+    def _parents_end(self) -> tuple[array, dict[tuple[int, int], set[int]]]:
+        """Parents ([RES-5]) and their trials ([RES-8]), every line read: ``(each line's count of children, the
+        paths of the parents of each trial group)`` (:data:`_ROOT`, :data:`_UNKNOWN` or a path index)."""
         x = self.x
         ids = self.ids
         line_case, line_path, line_trial = self.line_case, self.line_path, self.line_trial
@@ -1343,8 +1292,15 @@ class _RunVerifier:
                 x(f"results.ndjson:{ln}", "trials")
             if trial >= 0:
                 trial_parent_paths.setdefault((line_case[ln], line_path[ln]), set()).add(line_path[pl])
-        # children and aggregation ([RES-5], [RES-6])
-        for ln in range(1, n):
+        return childcount, trial_parent_paths
+
+    def _aggregations_end(self, childcount: array) -> None:
+        """Children and aggregations ([RES-5], [RES-6]): each line's count of children its total, its decisive
+        ids children of its own."""
+        x = self.x
+        ids = self.ids
+        line_parent, line_flags = self.line_parent, self.line_flags
+        for ln in range(1, len(line_parent)):
             if childcount[ln] and not line_flags[ln] & _F_AGG:
                 x(f"results.ndjson:{ln}", "aggregation")
         for ln, total, decisive in self.aggs:
@@ -1359,10 +1315,16 @@ class _RunVerifier:
                 if dl is None or line_parent[dl] != ln:
                     x(f"results.ndjson:{ln}", "aggregation")
                     break
-        # trials ([RES-8])
+
+    def _trials_end(self, trial_parent_paths: dict[tuple[int, int], set[int]]) -> None:
+        """Trials ([RES-8]): each closed run's trial group has its rollup, whose figures are the group's and whose
+        parent is the one the trials' parents roll up to."""
+        x = self.x
+        line_case, line_path, line_trial = self.line_case, self.line_path, self.line_trial
+        line_parent, line_flags = self.line_parent, self.line_flags
         rollups = self.rollups
         if self.closed and len(rollups) < len(self.trial_groups):
-            for ln in range(1, n):
+            for ln in range(1, len(line_parent)):
                 if line_flags[ln] & _F_READ and line_trial[ln] >= 0:
                     if (line_case[ln], line_path[ln]) not in rollups:
                         x(f"results.ndjson:{ln}", "trials")
@@ -1389,6 +1351,90 @@ class _RunVerifier:
                 target = rollups.get((ci, q))
                 if target is not None and mine != target[0]:
                     x(f"results.ndjson:{ln}", "trials")
+
+
+class _SpillFold:
+    """The state of :meth:`_RunVerifier._fold_spilled` between batches: the window of the last lines' keys, the
+    decisive keys pending in it, the Bloom filter of the resultIds seen, and the rows not written yet."""
+
+    def __init__(self, db: spill.SpillDb, window: int):
+        self.db = db
+        self.window = window
+        # key -> [line, case, trial, aggregation total (0 without an aggregation), children] of the first line holding
+        # it among the last `window` lines or more (whole batches leave the window). When a line leaves the window
+        # its children are counted ([RES-5], [RES-6]): a problem when they are not its total (any child of a line
+        # without an aggregation is one)
+        self.win: dict[bytes, list] = {}
+        self.pending: dict[bytes, int] = {}  # decisive key -> its aggregation line (within the window)
+        self.gens: deque = deque()  # per batch in the window: (its last line, its keys, its (aggregation line, key))
+        self.keys: list | None = None  # the current batch's keys and (aggregation line, key) pending, in the window
+        self.pend: list | None = None
+        # a Bloom filter of the resultIds seen (two bits each, from the key's hash: cached by the window's dict): a
+        # key whose two bits are both set already may be a duplicate
+        nbytes = 1 << max(0, spill.bound("AEFGATE_SPILL_SEEN", _SEEN_BYTES).bit_length() - 1)
+        self.seen = bytearray(nbytes)
+        self.mask = nbytes * 8 - 1
+        self.cands: list = []
+        self.prov: set = set()
+        self.late = self.trial_lines = 0
+        self.rows: list = []
+        self.rolls: list = []
+        self.decs: list = []
+        self.lps: list = []
+
+    def next_batch(self, start: int, n: int) -> None:
+        """Before a batch of ``n`` lines from ``start``: the batches that leave the window, their lines' children
+        counted and their pending decisive keys kept for the end; the batch's own lists of keys in the window."""
+        window = self.window
+        if not window:
+            return
+        win, pending, gens, prov, decs = self.win, self.pending, self.gens, self.prov, self.decs
+        old = start - 1 - window
+        while gens and gens[0][0] <= old:
+            last, keys, pend = gens.popleft()
+            for k in keys:
+                p = win.get(k)
+                if p is not None and p[0] <= last:
+                    del win[k]
+                    if p[4] != p[3]:
+                        prov.add((f"results.ndjson:{p[0]}", "aggregation"))
+            for a, dk in pend:
+                if pending.get(dk) == a:
+                    del pending[dk]
+                    decs.append((a, dk, 0))
+        self.keys, self.pend = [], []
+        gens.append((start + n - 1, self.keys, self.pend))
+
+    def write(self, pack_at: int, many_at: int) -> None:
+        """Write the rows held: the lines' (packed), rollups' and late parents' once ``pack_at`` lines are held, the
+        decisive keys and the keys to look up once ``many_at`` of each are."""
+        db, rows, rolls, lps, decs, cands = self.db, self.rows, self.rolls, self.lps, self.decs, self.cands
+        if len(rows) >= pack_at:
+            db.execute("INSERT INTO packed VALUES (?,?,?)",
+                       (rows[0][0], b"".join([r[1] for r in rows]), marshal.dumps(rows)))
+            rows.clear()
+            if rolls:
+                db.executemany("INSERT INTO roll VALUES (?,?,?,?)", rolls)
+                rolls.clear()
+            if lps:
+                db.executemany("INSERT INTO lp VALUES (?,?)", lps)
+                lps.clear()
+        if len(decs) >= many_at:
+            db.executemany("INSERT INTO dec VALUES (?,?,?)", decs)
+            decs.clear()
+        if len(cands) >= many_at:
+            db.executemany("INSERT OR IGNORE INTO need VALUES (?)", cands)
+            cands.clear()
+
+    def finish(self) -> None:
+        """After the last batch: the children of the lines still in the window counted, the decisive keys still
+        pending kept for the end, and every row written."""
+        for p in self.win.values():
+            if p[4] != p[3]:
+                self.prov.add((f"results.ndjson:{p[0]}", "aggregation"))
+        for dk, a in self.pending.items():
+            self.decs.append((a, dk, 0))
+        self.write(1, 1)
 
 
 # -- checking one result line (pure: runs in worker processes for a large file) ------------------------------------
@@ -1596,6 +1642,59 @@ def _check_range(path, item) -> tuple:
     if mapper is None:
         return len(parts), out, None, sums
     return len(parts), out, None, sums, payloads, hashlib.sha256(data).digest()
+
+
+def _hash_results(path: Path, h, whole: bool, ranges: list, range_digests: list, cut: threading.Event) -> None:
+    """The hashing thread of :meth:`_RunVerifier._parallel_results`: the file into ``h``; unless ``whole``, once the
+    ``ranges`` are cut (``cut``), each range's SHA-256 too (appended to ``range_digests`` in order)."""
+    with open(path, "rb", buffering=0) as f:
+        if whole:
+            while chunk := f.read(1 << 22):
+                h.update(chunk)
+            return
+        cut.wait()
+        for _, length in ranges:
+            rh = hashlib.sha256()
+            left = length
+            while left > 0:
+                chunk = f.read(min(left, 1 << 22))
+                if not chunk:
+                    break
+                left -= len(chunk)
+                h.update(chunk)
+                rh.update(chunk)
+            range_digests.append(rh.digest())
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+
+
+def _cut_results(path: Path, size: int) -> tuple[str | None, list[tuple[int, int]]]:
+    """``(framing problem or None, ranges of whole lines)`` of results.ndjson: a BOM or a last line without its LF
+    is an ``encoding`` problem of the file (:func:`_ranges`)."""
+    with open(path, "rb") as f:
+        head = f.read(3)
+        f.seek(max(0, size - 1))
+        last = f.read(1)
+        ranges = _ranges(f, size)
+    framing = None
+    if head == jsonio.BOM:
+        framing = "encoding"
+    elif size and last != b"\n":
+        framing = "encoding"
+    return framing, ranges
+
+
+def _numbered_ranges(pool, path: Path, ranges: list, mapper: Any) -> list:
+    """The one pass's work items: ``((offset, length), (first line number, where the mapper's numbering starts))``
+    of each range, from the ranges counted by the workers (:func:`_count_range`)."""
+    counts = pool.map(functools.partial(_count_range, path), ranges, chunksize=1)
+    first, base = 1, mapper.first_count()
+    items = []
+    for r, (nlines, n) in zip(ranges, counts):
+        items.append((r, (first, base)))
+        first += nlines
+        base += n
+    return items
 
 
 def _parallel(pool, items, workers: int, fn, *args):

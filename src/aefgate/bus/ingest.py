@@ -437,68 +437,21 @@ class Store:
             done, gen = self._sealed_keys(name)
             outcome = SealOutcome(name)
             keys: dict[str, None] = {}
-
-            def records() -> Iterator[dict]:
-                # in stream order (NATS: the stream sequence, whichever process took the message), else as
-                # journaled; the first copy of an event (or of an OTLP piece) is kept
-                recs = sorted(self._records(path), key=lambda lr: (lr[1].get("n", 0), lr[0]))
-                for _lineno, rec in recs:
-                    k = rec["k"]
-                    if k in done or k in keys:
-                        outcome.duplicates += 1
-                        continue
-                    keys[k] = None
-                    yield rec
-
             gname = generation_name(name, gen)
             stage = self.staging / f"{gname}-{secrets.token_hex(4)}"
             try:
                 try:
-                    recs = list(records())
+                    recs = self._new_records(path, done, keys, outcome)
                     if not recs:  # only redeliveries of sealed events
                         self._drop(path)
                         return outcome
-                    if "o" in recs[0]:  # OTLP records (bus/otlp_bus.py): the OpenTelemetry importer builds the run
-                        work = self.staging / f".{gname}-{secrets.token_hex(4)}.otlp"
-                        try:
-                            built = build_run(recs, stage, work, gen=gen, at=self.at, key=self.key,
-                                              target_mode=self.target_mode, fetch_spans=self.fetch_spans)
-                        finally:
-                            shutil.rmtree(work, ignore_errors=True)
-                        if built is None:  # logs without an evaluation event make no run
-                            outcome.note = "no gen_ai.evaluation.result event: no run"
-                            self._drop(path)
-                            return outcome
-                        outcome.dropped = built.dropped
-                        outcome.note = built.warning
-                        count = built.events
-                    else:
-                        import_events([(r["w"], ce_forward(r["e"]) if r.get("ce") else r["e"]) for r in recs], stage,
-                                      at=self.at, key=self.key, target_mode=self.target_mode, name=str(path))
-                        count = len(keys)
+                    count = self._build(recs, len(keys), stage, gen, gname, path, outcome)
+                    if count is None:  # logs without an evaluation event make no run
+                        self._drop(path)
+                        return outcome
                 except Refusal as r:
-                    shutil.rmtree(stage, ignore_errors=True)
-                    outcome.refusal = r
-                    aside = self.rejected / f"{name}.{time.time_ns()}.jsonl"
-                    os.rename(path, aside)
-                    fsync_dir(self.rejected)
-                    fsync_dir(self.journal)
-                    outcome.rejected = aside
-                    return outcome
-                fsync_tree(stage)
-                kf = self.sealed / f"{gname}.keys"
-                tmp = self.sealed / f".{gname}.keys.tmp"
-                with open(tmp, "wb") as f:
-                    f.write("".join(k + "\n" for k in keys).encode("ascii"))
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, kf)
-                fsync_dir(self.sealed)
-                dest = self.out / gname
-                os.rename(stage, dest)  # the commit point: the keys count from now on
-                fsync_dir(self.out)
-                self._drop(path)
-                outcome.run, outcome.events = dest, count
+                    return self._reject(name, path, stage, outcome, r)
+                outcome.run, outcome.events = self._commit(gname, stage, keys, path), count
                 return outcome
             except BaseException:  # a disk error, an interrupt: no staged folder or key file is left behind
                 shutil.rmtree(stage, ignore_errors=True)
@@ -510,6 +463,70 @@ class Store:
                 raise
         finally:
             os.close(fd)
+
+    def _new_records(self, path: Path, done: set[str], keys: dict[str, None], outcome: SealOutcome) -> list[dict]:
+        """The records of journal ``path`` to seal: in stream order (NATS: the stream sequence, whichever process
+        took the message), else as journaled; the first copy of an event (or of an OTLP piece) is kept, its key
+        added to ``keys``; the others (and those ``done`` already) counted as duplicates."""
+        out = []
+        for _lineno, rec in sorted(self._records(path), key=lambda lr: (lr[1].get("n", 0), lr[0])):
+            k = rec["k"]
+            if k in done or k in keys:
+                outcome.duplicates += 1
+                continue
+            keys[k] = None
+            out.append(rec)
+        return out
+
+    def _build(self, recs: list[dict], nkeys: int, stage: Path, gen: int, gname: str, path: Path,
+               outcome: SealOutcome) -> int | None:
+        """Build and seal the run of ``recs`` in ``stage``: the number of events it holds, or None when it makes no
+        run (OTLP logs without an evaluation event)."""
+        if "o" in recs[0]:  # OTLP records (bus/otlp_bus.py): the OpenTelemetry importer builds the run
+            work = self.staging / f".{gname}-{secrets.token_hex(4)}.otlp"
+            try:
+                built = build_run(recs, stage, work, gen=gen, at=self.at, key=self.key,
+                                  target_mode=self.target_mode, fetch_spans=self.fetch_spans)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            if built is None:
+                outcome.note = "no gen_ai.evaluation.result event: no run"
+                return None
+            outcome.dropped = built.dropped
+            outcome.note = built.warning
+            return built.events
+        import_events([(r["w"], ce_forward(r["e"]) if r.get("ce") else r["e"]) for r in recs], stage,
+                      at=self.at, key=self.key, target_mode=self.target_mode, name=str(path))
+        return nkeys
+
+    def _reject(self, name: str, path: Path, stage: Path, outcome: SealOutcome, r: Refusal) -> SealOutcome:
+        """A journal whose run is refused: set aside in ``rejected/`` with the refusal, nothing staged kept."""
+        shutil.rmtree(stage, ignore_errors=True)
+        outcome.refusal = r
+        aside = self.rejected / f"{name}.{time.time_ns()}.jsonl"
+        os.rename(path, aside)
+        fsync_dir(self.rejected)
+        fsync_dir(self.journal)
+        outcome.rejected = aside
+        return outcome
+
+    def _commit(self, gname: str, stage: Path, keys: dict[str, None], path: Path) -> Path:
+        """Commit a staged run: its event keys written (fsynced), the run renamed into ``out`` (the commit point),
+        the journal dropped. Returns the run's folder."""
+        fsync_tree(stage)
+        kf = self.sealed / f"{gname}.keys"
+        tmp = self.sealed / f".{gname}.keys.tmp"
+        with open(tmp, "wb") as f:
+            f.write("".join(k + "\n" for k in keys).encode("ascii"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, kf)
+        fsync_dir(self.sealed)
+        dest = self.out / gname
+        os.rename(stage, dest)  # the commit point: the keys count from now on
+        fsync_dir(self.out)
+        self._drop(path)
+        return dest
 
     def _drop(self, path: Path) -> None:
         path.unlink()
@@ -871,8 +888,9 @@ class _Service:
     # NATS -----------------------------------------------------------------------------------------------------
 
     async def run_nats(self) -> None:
-        import nats  # lazy: nats-py is heavy, and only the NATS source needs it
-        from nats.js.api import (  # lazy: as above
+        """Consume the JetStream subject of option 'source' through the shared durable pull consumer, as a node of
+        the fleet, until stopped; then seal what is left and close the connection."""
+        from nats.js.api import (  # lazy: nats-py is heavy, and only the NATS source needs it
             AckPolicy,
             ConsumerConfig,
             DeliverPolicy,
@@ -886,27 +904,7 @@ class _Service:
             raise Refusal("CLI-2", "a NATS source needs option 'durable' (a name: the shared pull consumer)",
                           "option 'durable'")
         server = mask_url(server_of(self.cfg.source))  # what the log shows: no credentials
-        last_error: list[str] = [""]
-
-        async def on_error(e: Exception) -> None:  # one line per new kind of error, no traceback
-            text = f"{type(e).__name__}: {e}"
-            if text != last_error[0]:
-                last_error[0] = text
-                _log(f"nats: {text}")
-
-        async def on_reconnect() -> None:
-            last_error[0] = ""
-            _log("nats: reconnected")
-
-        # nats-py keeps trying a server that is down (max_reconnect_attempts=-1), also for the first connection:
-        # SIGTERM/SIGINT must still stop the service while it waits (nothing was taken, nothing to seal); a server
-        # that refuses the credentials (or a TLS handshake that fails) is INGEST-6 at once, not a wait
-        try:
-            nc = await connect(self.cfg.source, self.cfg.nats_auth, stop=self.stop, reconnect_time_wait=0.5,
-                               name=f"aefgate-ingest-{os.getpid()}", error_cb=on_error,
-                               reconnected_cb=on_reconnect)
-        except AuthFailed as e:
-            raise Refusal("INGEST-6", f"NATS authentication failed: {e}", server) from None
+        nc = await self._connect_nats(server)
         if nc is None:
             _log(f"stopped before connecting to {server}")
             return
@@ -931,35 +929,7 @@ class _Service:
 
             self.store.fetch_spans = spans
             psub = await js.pull_subscribe(subject, durable=self.cfg.durable, stream=stream, config=config)
-            await self._startup()
-            _log(f"consuming {subject!r} (stream {stream}, durable {self.cfg.durable}) into {self.cfg.out} "
-                 f"as node {self.fleet.node}")
-            if self.cfg.on_ready:
-                self.cfg.on_ready()
-            scanner = asyncio.create_task(self._scanner())
-            forwarded = asyncio.create_task(self._node_loop())
-            beats = asyncio.create_task(self.fleet.heartbeat(self.intake_done))
-            try:
-                while not self.stop.is_set():
-                    try:
-                        msgs = await psub.fetch(self.cfg.max_inflight, timeout=min(1.0, max(0.2, self.scan_every)))
-                    except (nats.errors.TimeoutError, asyncio.TimeoutError):
-                        continue
-                    except (nats.errors.ConnectionClosedError, nats.errors.NoServersError):
-                        raise
-                    except Exception as e:  # a reconnect in progress, a server restart
-                        _log(f"fetch: {type(e).__name__}: {e}")
-                        await asyncio.sleep(0.2)
-                        continue
-                    await self._take_nats(msgs, stream)
-            finally:
-                self.stop.set()
-                self.intake_done.set()
-                await beats
-                await self.fleet.leave()  # no new session is claimed for this node from now on
-                await forwarded  # drains what other nodes forwarded here, until it is quiet
-                await scanner
-            await self._shutdown()
+            await self._consume_nats(psub, subject, stream)
             try:
                 await nc.flush(timeout=5)  # the last acknowledgements
             except Exception as e:  # the server is gone: unacknowledged messages are redelivered, nothing lost
@@ -969,6 +939,66 @@ class _Service:
                 await asyncio.wait_for(nc.close(), 5)
             except Exception:  # a close that cannot reach the server must not hold the shutdown
                 pass
+
+    async def _connect_nats(self, server: str):
+        """Connect to option 'source', or None when stopped before it could: a server that is down is waited for
+        (one log line per new kind of error, no traceback), one that refuses the credentials is INGEST-6."""
+        last_error: list[str] = [""]
+
+        async def on_error(e: Exception) -> None:  # one line per new kind of error, no traceback
+            text = f"{type(e).__name__}: {e}"
+            if text != last_error[0]:
+                last_error[0] = text
+                _log(f"nats: {text}")
+
+        async def on_reconnect() -> None:
+            last_error[0] = ""
+            _log("nats: reconnected")
+
+        # nats-py keeps trying a server that is down (max_reconnect_attempts=-1), also for the first connection:
+        # SIGTERM/SIGINT must still stop the service while it waits (nothing was taken, nothing to seal); a server
+        # that refuses the credentials (or a TLS handshake that fails) is INGEST-6 at once, not a wait
+        try:
+            return await connect(self.cfg.source, self.cfg.nats_auth, stop=self.stop, reconnect_time_wait=0.5,
+                                 name=f"aefgate-ingest-{os.getpid()}", error_cb=on_error,
+                                 reconnected_cb=on_reconnect)
+        except AuthFailed as e:
+            raise Refusal("INGEST-6", f"NATS authentication failed: {e}", server) from None
+
+    async def _consume_nats(self, psub, subject: str, stream: str) -> None:
+        """Fetch and take the messages of ``psub`` until stopped, with the fleet's tasks beside (the scan of idle
+        journals, the sessions forwarded to this node, the heartbeat); then leave the fleet and seal what is left."""
+        import nats  # lazy: as above
+
+        await self._startup()
+        _log(f"consuming {subject!r} (stream {stream}, durable {self.cfg.durable}) into {self.cfg.out} "
+             f"as node {self.fleet.node}")
+        if self.cfg.on_ready:
+            self.cfg.on_ready()
+        scanner = asyncio.create_task(self._scanner())
+        forwarded = asyncio.create_task(self._node_loop())
+        beats = asyncio.create_task(self.fleet.heartbeat(self.intake_done))
+        try:
+            while not self.stop.is_set():
+                try:
+                    msgs = await psub.fetch(self.cfg.max_inflight, timeout=min(1.0, max(0.2, self.scan_every)))
+                except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                    continue
+                except (nats.errors.ConnectionClosedError, nats.errors.NoServersError):
+                    raise
+                except Exception as e:  # a reconnect in progress, a server restart
+                    _log(f"fetch: {type(e).__name__}: {e}")
+                    await asyncio.sleep(0.2)
+                    continue
+                await self._take_nats(msgs, stream)
+        finally:
+            self.stop.set()
+            self.intake_done.set()
+            await beats
+            await self.fleet.leave()  # no new session is claimed for this node from now on
+            await forwarded  # drains what other nodes forwarded here, until it is quiet
+            await scanner
+        await self._shutdown()
 
     async def _take_nats(self, msgs: list, stream: str) -> None:
         batches: dict[str, list[bytes]] = {}

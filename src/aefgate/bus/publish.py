@@ -268,51 +268,6 @@ async def _drive(sink, chunks: AsyncIterator[list[Item]], spool: Spool | None, w
     # two threads: the events file's appends (one at a time) and the acknowledgement log's (one at a time)
     disk = ThreadPoolExecutor(max_workers=2, thread_name_prefix="aefgate-spool") if spool is not None else None
     ready: asyncio.Queue = asyncio.Queue(maxsize=2)
-
-    async def pull(into: asyncio.Queue) -> None:
-        try:
-            async for chunk in chunks:
-                await into.put(chunk)
-            await into.put(_END)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as e:  # a refusal met by the export (the run changed) ...
-            await into.put(e)
-
-    async def feed() -> None:
-        if not write_ahead:
-            await pull(ready)
-            return
-        # group commit: the chunks that arrived while the last append was being fsynced are appended together,
-        # with one fsync, before any of them is handed on (write-ahead)
-        arrived: asyncio.Queue = asyncio.Queue(maxsize=SPOOL_GROUP)
-        puller = loop.create_task(pull(arrived))
-        try:
-            while True:
-                group = [await arrived.get()]
-                while len(group) < SPOOL_GROUP and not arrived.empty():
-                    group.append(arrived.get_nowait())
-                tail = None
-                if group[-1] is _END or isinstance(group[-1], BaseException):
-                    tail = group.pop()
-                if group:
-                    try:
-                        await asyncio.wrap_future(disk.submit(spool.append_items, [it for c in group for it in c]))
-                    except asyncio.CancelledError:
-                        raise
-                    except BaseException as e:  # a spool write error: nothing of the group is sent
-                        await ready.put(e)
-                        return
-                    for chunk in group:
-                        await ready.put(chunk)
-                if tail is not None:
-                    await ready.put(tail)
-                    return
-        finally:
-            if not puller.done():
-                puller.cancel()
-            await asyncio.gather(puller, return_exceptions=True)
-
     acks: list = [None]
 
     def sync_acks() -> None:
@@ -329,36 +284,9 @@ async def _drive(sink, chunks: AsyncIterator[list[Item]], spool: Spool | None, w
             raise got
         return got
 
-    feeder = loop.create_task(feed())
+    feeder = loop.create_task(_feed(chunks, ready, spool, disk, write_ahead))
     try:
-        ended = False
-        try:
-            while sink.fatal is None:
-                chunk = await next_chunk()
-                if chunk is _END:
-                    ended = True
-                    break
-                report.total += len(chunk)
-                for k, item in enumerate(chunk):
-                    if sink.fatal is not None:
-                        for rest in chunk[k:]:
-                            report._take(rest, UNSENT, None)
-                        break
-                    await sink.submit(item)
-                # let the client write what it holds: the server acknowledges it while the next chunk comes
-                await asyncio.sleep(0)
-                sync_acks()
-            await sink.flush()
-        finally:
-            await sink.close()
-        # what was never sent: counted, and spooled (by the feeder) when the spool is new
-        while not ended:
-            chunk = await next_chunk()
-            if chunk is _END:
-                break
-            report.total += len(chunk)
-            for item in chunk:
-                report._take(item, UNSENT, None)
+        await _send_chunks(sink, next_chunk, sync_acks, report)
     finally:
         if not feeder.done():
             feeder.cancel()
@@ -374,6 +302,89 @@ async def _drive(sink, chunks: AsyncIterator[list[Item]], spool: Spool | None, w
     if sink.fatal is not None and report.reason is None:
         report.reason = mask(sink.fatal)
     report.destination = sink.describe()
+
+
+async def _pull(chunks: AsyncIterator[list[Item]], into: asyncio.Queue) -> None:
+    """Put each chunk on ``into``, then ``_END``, or the exception that ended the chunks."""
+    try:
+        async for chunk in chunks:
+            await into.put(chunk)
+        await into.put(_END)
+    except asyncio.CancelledError:
+        raise
+    except BaseException as e:  # a refusal met by the export (the run changed) ...
+        await into.put(e)
+
+
+async def _feed(chunks: AsyncIterator[list[Item]], ready: asyncio.Queue, spool: Spool | None, disk, write_ahead: bool
+                ) -> None:
+    """The feeder of :func:`_drive`: the chunks onto ``ready``; write-ahead, each group of them first appended to
+    the spool (one fsync, in the ``disk`` thread)."""
+    if not write_ahead:
+        await _pull(chunks, ready)
+        return
+    # group commit: the chunks that arrived while the last append was being fsynced are appended together,
+    # with one fsync, before any of them is handed on (write-ahead)
+    arrived: asyncio.Queue = asyncio.Queue(maxsize=SPOOL_GROUP)
+    puller = asyncio.get_running_loop().create_task(_pull(chunks, arrived))
+    try:
+        while True:
+            group = [await arrived.get()]
+            while len(group) < SPOOL_GROUP and not arrived.empty():
+                group.append(arrived.get_nowait())
+            tail = None
+            if group[-1] is _END or isinstance(group[-1], BaseException):
+                tail = group.pop()
+            if group:
+                try:
+                    await asyncio.wrap_future(disk.submit(spool.append_items, [it for c in group for it in c]))
+                except asyncio.CancelledError:
+                    raise
+                except BaseException as e:  # a spool write error: nothing of the group is sent
+                    await ready.put(e)
+                    return
+                for chunk in group:
+                    await ready.put(chunk)
+            if tail is not None:
+                await ready.put(tail)
+                return
+    finally:
+        if not puller.done():
+            puller.cancel()
+        await asyncio.gather(puller, return_exceptions=True)
+
+
+async def _send_chunks(sink, next_chunk, sync_acks, report: PublishReport) -> None:
+    """Submit the items of each chunk to ``sink`` until the end or a fatal error, then close it; what was never
+    sent is counted (and spooled by the feeder when the spool is new)."""
+    ended = False
+    try:
+        while sink.fatal is None:
+            chunk = await next_chunk()
+            if chunk is _END:
+                ended = True
+                break
+            report.total += len(chunk)
+            for k, item in enumerate(chunk):
+                if sink.fatal is not None:
+                    for rest in chunk[k:]:
+                        report._take(rest, UNSENT, None)
+                    break
+                await sink.submit(item)
+            # let the client write what it holds: the server acknowledges it while the next chunk comes
+            await asyncio.sleep(0)
+            sync_acks()
+        await sink.flush()
+    finally:
+        await sink.close()
+    # what was never sent: counted, and spooled (by the feeder) when the spool is new
+    while not ended:
+        chunk = await next_chunk()
+        if chunk is _END:
+            break
+        report.total += len(chunk)
+        for item in chunk:
+            report._take(item, UNSENT, None)
 
 
 async def _network(dest: Destination, opts: dict, report: PublishReport, window: int, chunks_fn,

@@ -46,10 +46,7 @@ def import_evaluation_api(
     """
     from aefgate.converters.evaluation_api.importer import from_evaluation_api
     from aefgate.errors import Refusal
-    from aefgate.aef import jsonio
-    from aefgate.aef.seal import seal_run_hash
     from aefgate.aef.signatures import signing_key_of
-    from aefgate.fsutil import check_destination, count_lines
 
     *inputs, out = paths
     signing_key = signing_key_of(options.pop("key"))  # before anything is written
@@ -57,34 +54,55 @@ def import_evaluation_api(
     fetched: list = []
     source = options.pop("from")
     if url is not None:
-        from aefgate.converters.evaluation_api.live import fetch_sessions, status_url
-
-        if inputs:
-            raise Refusal("CLI-2", "with --url give only OUT (the responses come from the API)", str(inputs[0]))
-        if not session:
-            raise Refusal("CLI-2", "--url needs at least one --session", "--session")
-        if api not in ("v1", "v2"):
-            raise Refusal("CLI-2", f"--api is v1 or v2, not {api!r}", "--api")
-        token = None
-        if token_env is not None:
-            token = os.environ.get(token_env)
-            if not token:
-                raise Refusal("CLI-2", f"the environment variable {token_env} is not set", "--token-env")
-        if subject is None:
-            raise Refusal("EVAPI-7", "no subject: a response names no agent; give --subject", "--subject")
-        status_url(url, session[0], api)  # a malformed URL before any request
-        check_destination(Path(os.path.abspath(out)))  # before polling: a destination in use is refused at once
-        say = (lambda s: None) if as_json else (lambda s: render.console().print(render.escape(s)))
-        fetched = list(fetch_sessions(url, list(session), token=token, timeout=timeout, poll=poll, version=api,
-                                      say=say))
-        from aefgate.masking import strip_userinfo
-
-        source = source or f"Evaluation API {strip_userinfo(url).rstrip('/')}"  # imported.from: no credentials
+        fetched, source = _fetch_live(url, inputs, out, session=session, token_env=token_env, timeout=timeout,
+                                      poll=poll, api=api, subject=subject, source=source, as_json=as_json)
     elif session or token_env is not None:
         raise Refusal("CLI-2", "--session and --token-env go with --url", "--session" if session else "--token-env")
     elif not inputs:
         raise Refusal("CLI-2", "give the response files (or folders) and OUT, or --url", "RESPONSES")
     run_dir = from_evaluation_api(inputs or None, out, fetched=fetched, source=source, key=signing_key, **options)
+    _report_import(inputs, url, run_dir, as_json=as_json)
+
+
+def _fetch_live(url: str, inputs: list, out: Path, *, session: list[str], token_env: str | None, timeout: float,
+                poll: float, api: str, subject: str | None, source: str | None,
+                as_json: bool) -> tuple[list, str | None]:
+    """``import evaluation-api --url``: the options checked, then each session polled until it is terminal;
+    ``(the responses fetched, the run's imported.from)``."""
+    from aefgate.converters.evaluation_api.live import fetch_sessions, status_url
+    from aefgate.errors import Refusal
+    from aefgate.fsutil import check_destination
+
+    if inputs:
+        raise Refusal("CLI-2", "with --url give only OUT (the responses come from the API)", str(inputs[0]))
+    if not session:
+        raise Refusal("CLI-2", "--url needs at least one --session", "--session")
+    if api not in ("v1", "v2"):
+        raise Refusal("CLI-2", f"--api is v1 or v2, not {api!r}", "--api")
+    token = None
+    if token_env is not None:
+        token = os.environ.get(token_env)
+        if not token:
+            raise Refusal("CLI-2", f"the environment variable {token_env} is not set", "--token-env")
+    if subject is None:
+        raise Refusal("EVAPI-7", "no subject: a response names no agent; give --subject", "--subject")
+    status_url(url, session[0], api)  # a malformed URL before any request
+    check_destination(Path(os.path.abspath(out)))  # before polling: a destination in use is refused at once
+    say = (lambda s: None) if as_json else (lambda s: render.console().print(render.escape(s)))
+    fetched = list(fetch_sessions(url, list(session), token=token, timeout=timeout, poll=poll, version=api,
+                                  say=say))
+    from aefgate.masking import strip_userinfo
+
+    source = source or f"Evaluation API {strip_userinfo(url).rstrip('/')}"  # imported.from: no credentials
+    return fetched, source
+
+
+def _report_import(inputs: list, url: str | None, run_dir: Path, *, as_json: bool) -> None:
+    """Report the imported run: its id, status, lines, run hash and whether it is signed (JSON or words)."""
+    from aefgate.aef import jsonio
+    from aefgate.aef.seal import seal_run_hash
+    from aefgate.fsutil import count_lines
+
     run = jsonio.read_json(run_dir / "run.json")
     lines = count_lines(run_dir / "results.ndjson")
     run_hash = seal_run_hash(run_dir)

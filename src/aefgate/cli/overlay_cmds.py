@@ -104,12 +104,18 @@ def _who(v, eid: str, shown: dict[str, str]) -> str:
 
 
 def _show_view(run: Path, v, verification, *, policy_given: bool) -> None:
-    from rich.table import Table
-
-    esc = render.escape
+    """Print the view of ``run`` through its overlays ``v`` (its chain, the states, the notes) in words."""
     c = render.console()
-    chain = v.chain
     shown = {a["event"]: a["shown"] for a in v.assurance}
+    _show_chain(c, run, v, verification, policy_given=policy_given)
+    _show_states(c, v, shown)
+    _show_notes(c, v, shown, policy_given=policy_given)
+
+
+def _show_chain(c, run: Path, v, verification, *, policy_given: bool) -> None:
+    """The view's head: the run, its outcome, the time of the view, the trust policy and the overlay chain."""
+    esc = render.escape
+    chain = v.chain
     c.print(f"run       {esc(str(run))}")
     style = {"intact": "bold green", "unsealed": "bold yellow"}.get(verification.outcome, "bold red")
     c.print(f"outcome   [{style}]{esc(verification.describe())}[/] (the sealed run; overlays never change it)")
@@ -126,6 +132,12 @@ def _show_view(run: Path, v, verification, *, policy_given: bool) -> None:
     if verification.problems and verification.outcome == "invalid":
         c.print(f"run problems {len(verification.problems)} (`aefgate verify` lists them)")
 
+
+def _show_states(c, v, shown: dict) -> None:
+    """The view's tables: result states (sealed and effective), review status and waivers."""
+    from rich.table import Table
+
+    esc = render.escape
     if v.results:
         t = Table(title="Result states (sealed and effective; parents, summaries and gates describe the sealed run)")
         for col in ("result", "sealed", "effective", "event", "by", "at"):
@@ -162,6 +174,12 @@ def _show_view(run: Path, v, verification, *, policy_given: bool) -> None:
         c.print(t)
     else:
         c.print("waivers   none")
+
+
+def _show_notes(c, v, shown: dict, *, policy_given: bool) -> None:
+    """The view's tail: redactions, withheld blobs, notes, unsealed event lines and how many decisions are signed."""
+    esc = render.escape
+    chain = v.chain
     for r in v.redactions:
         note = "[green]authorized[/]: the blob may be deleted (withheld)" if r["authorized"] else \
             "[yellow]not authorized[/] (no batch signature a trust policy lets redact): withholds nothing"
