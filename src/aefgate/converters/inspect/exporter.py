@@ -190,6 +190,58 @@ def export_run(
     ``label_values`` writes a score whose label is not one of Inspect's letters as its value (the label in
     ``Score.metadata.aef.labels``), which the import reads back (the page's import refuses such a label, IN-7)."""
     root = Path(run_dir)
+    collected, withheld = _verified_lines(root, case_times, withheld_ok, ignore_overlays)
+    run = collected.run
+    blobs = _Blobs(root, withheld)
+    content_on = run.get("contentCapture") != "off"
+    if grader_types:
+        aigp: frozenset[str] | None = calibrated_models(run)
+    else:
+        aigp = None
+    suite, judges, task, model = _task_and_model(run, task, model)
+    policy = suite.get("executionPolicy") or {}
+
+    ev: dict[str, Any] = {"eval_id": run["runId"], "run_id": run["runId"], "created": run["startedAt"],
+                          "task": task, "task_version": suite.get("version", 0)}
+    config = _epochs_config(policy)
+    meta = _aef_metadata(run, suite, judges)
+    producer = run.get("producer") or {}
+    packages = {producer["name"]: producer.get("version", "")} if producer.get("name") else {}
+
+    kept = _Kept.read(root)  # a run imported with lossless: what the import kept (docs/mappings/inspect.md)
+    evidence = _evidence_records(root)
+    lines, collected.lines = collected.lines, []
+    groups, reductions, case_ids, scored = _group_lines(lines, policy, blobs, content_on, aigp, label_values)
+    samples = _export_samples(groups, kept, evidence, blobs, content_on, output_from_evidence, model, aigp,
+                              case_times == "span", label_values)
+    ev["dataset"] = {"samples": len(case_ids), "sample_ids": list(case_ids)}
+    ev["model"] = model
+    if judges:
+        ev["model_roles"] = {"judge": {"model": judges[0]["model"]}}
+    trials = max((trial for _, trial in groups), default=0) + 1
+    if "epochs" not in config and trials > 1:  # trial lines without a policy: the epochs the samples have (aefgate)
+        config["epochs"] = trials
+    if config.get("epochs", 1) > 1 and kept is None:
+        _mark_cases_run_once(groups, samples)
+    _add_what_made_the_run(run, ev, config)
+    ev["config"] = config
+    ev["packages"] = packages
+    if map_scorers:  # the import reads an EvalScore named for a metric at its scorer's path when that is a scorer
+        ev["scorers"] = [{"name": path} for path in dict.fromkeys(line["path"] for lines in groups.values()
+                                                                  for line in lines)]
+    if meta:
+        ev["metadata"] = {"aef": meta}
+    header = _log_header(root, run, ev, kept, len(samples), map_scorers, scored, omit_unscored, reductions)
+    if kept is not None:
+        return kept.restore(header, samples)
+    return header, samples
+
+
+def _verified_lines(root: Path, case_times: str | None, withheld_ok: Iterable[str],
+                    ignore_overlays: bool) -> tuple[CollectLines, frozenset[str]]:
+    """The run read once, as its verification checked it (IN-11), with its lines, and the withheld blob paths;
+    refused without run.json, with an unknown ``case_times``, or with overlay events unless ``ignore_overlays``
+    (IN-4)."""
     if not (root / "run.json").is_file():
         raise Refusal("RUN-1", "not a run folder (a run is a folder holding run.json)", str(root))
     if case_times not in (None, "", "span"):
@@ -201,15 +253,13 @@ def export_run(
         raise Refusal("IN-4", "the run has overlay events, whose Score.history and log_updates shape the page does "
                               "not give; the option 'ignore_overlays' converts the sealed lines without them",
                       "overlays/events.ndjson")
-    run = collected.run
-    blobs = _Blobs(root, withheld)
-    content_on = run.get("contentCapture") != "off"
-    if grader_types:
-        aigp: frozenset[str] | None = calibrated_models(run)
-    else:
-        aigp = None
+    return collected, withheld
 
-    # the eval header (IN-1, R7I-7, R7I-8)
+
+def _task_and_model(run: Mapping[str, Any], task: str | None,
+                    model: str | None) -> tuple[dict[str, Any], list[Any], str, str]:
+    """eval.task and eval.model (IN-1, R7I-8): the suite (an empty one without), the judges, the task's and the
+    model's names (the options ``task`` and ``model`` where the run does not give them)."""
     suite = run.get("suite")
     has_suite = isinstance(suite, dict) and str(suite.get("ref", "")).startswith("suite:")
     if task is not None and (not isinstance(task, str) or not task):
@@ -230,16 +280,35 @@ def export_run(
         model = decode_name(name)  # (the option names a model for a run whose subject is none)
     elif model is None:
         model = f"{kind}:{decode_name(name)}"  # R7I-8
-    policy = suite.get("executionPolicy") or {}
+    return suite, judges, task, model
 
-    ev: dict[str, Any] = {"eval_id": run["runId"], "run_id": run["runId"], "created": run["startedAt"],
-                          "task": task, "task_version": suite.get("version", 0)}
+
+def _epochs_config(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """eval.config's epochs and epochs_reducer, from the suite's executionPolicy."""
     config: dict[str, Any] = {}
     if "trialsPerCase" in policy:
         config["epochs"] = policy["trialsPerCase"]
     reducer = _config_reducer(policy)
     if reducer is not None:
         config["epochs_reducer"] = [reducer]
+    return config
+
+
+def _add_what_made_the_run(run: Mapping[str, Any], ev: dict[str, Any], config: dict[str, Any]) -> None:
+    """What made the run, as an import keeps it in run.json's ext (aefgate's extension, docs/mappings/inspect.md),
+    into ``ev`` and its limits into ``config``."""
+    made = (run.get("ext") or {}).get("inspect_ai") or {}
+    for src_key, dst in (("generate_config", "model_generate_config"), ("task_args", "task_args"),
+                         ("sandbox", "sandbox"), ("model_base_url", "model_base_url"), ("tags", "tags")):
+        if made.get(src_key):
+            ev[dst] = made[src_key]
+    if isinstance(made.get("limits"), dict):
+        config.update(made["limits"])
+
+
+def _aef_metadata(run: Mapping[str, Any], suite: Mapping[str, Any], judges: list[Any]) -> dict[str, Any]:
+    """eval.metadata.aef: the suite's digest, the judges' rubrics and calibrations, and the run's members Inspect
+    has no field for."""
     meta: dict[str, Any] = {}
     if suite.get("digest") is not None:
         meta["suite"] = {"digest": suite["digest"]}
@@ -248,16 +317,18 @@ def export_run(
     for k in ("execution", "contentCapture", "deployment", "imported"):
         if run.get(k) is not None:
             meta[k] = run[k]
-    producer = run.get("producer") or {}
-    packages = {producer["name"]: producer.get("version", "")} if producer.get("name") else {}
+    return meta
 
-    kept = _Kept.read(root)  # a run imported with lossless: what the import kept (docs/mappings/inspect.md)
-    # result lines, grouped into samples (caseId, trial) and reductions (rollups)
-    evidence = _evidence_records(root)
+
+def _group_lines(lines: list[tuple[int, dict[str, Any]]], policy: Mapping[str, Any], blobs: _Blobs, content_on: bool,
+                 aigp: frozenset[str] | None, label_values: bool) -> tuple[
+        dict[tuple[str, int], list[dict[str, Any]]], dict[tuple[str, str], dict[str, Any]], dict[str, None],
+        dict[str, set[str]]]:
+    """The result lines grouped into samples ((caseId, trial) -> lines) and reductions (the rollups), with the
+    case ids in order and, per path, the metrics its lines score."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     reductions: dict[tuple[str, str], dict[str, Any]] = {}
     case_ids: dict[str, None] = {}
-    lines, collected.lines = collected.lines, []
     scored: dict[str, set[str]] = {}  # path -> the metrics its lines score
     for lineno, line in lines:
         where = f"results.ndjson:{lineno}"
@@ -273,54 +344,57 @@ def export_run(
             continue
         key = (line["caseId"], line.get("trial", 0))
         groups.setdefault(key, []).append(line)
+    return groups, reductions, case_ids, scored
 
+
+def _export_samples(groups: dict[tuple[str, int], list[dict[str, Any]]], kept: _Kept | None, evidence: Any,
+                    blobs: _Blobs, content_on: bool, output_from_evidence: bool, model: str,
+                    aigp: frozenset[str] | None, span: bool, label_values: bool) -> list[dict[str, Any]]:
+    """Each group of lines as an Inspect sample; one the import kept (lossless) restored from what it kept."""
     with progress_task("export samples", len(groups), "samples") as bar:
         samples = []
         for (case, trial), lines in groups.items():
             residue = kept.samples.get((case, trial + 1)) if kept is not None else None
             sample = _sample(case, trial, lines, evidence, blobs, content_on,
                              output_from_evidence or residue is not None, model, aigp=aigp,
-                             span=case_times == "span", label_values=label_values)
+                             span=span, label_values=label_values)
             if residue is not None:
                 sample = _restored_sample(sample, residue[1], lines, evidence, blobs, content_on, aigp)
             samples.append(sample)
             bar.advance()
-    ev["dataset"] = {"samples": len(case_ids), "sample_ids": list(case_ids)}
-    ev["model"] = model
-    if judges:
-        ev["model_roles"] = {"judge": {"model": judges[0]["model"]}}
-    trials = max((trial for _, trial in groups), default=0) + 1
-    if "epochs" not in config and trials > 1:  # trial lines without a policy: the epochs the samples have (aefgate)
-        config["epochs"] = trials
-    if config.get("epochs", 1) > 1 and kept is None:
-        # a case run once in a run with trials (aefgate's extension): its Scores say so (metadata.aef.trial null), so
-        # that the import does not read its sample as epoch 1 of trials without a reduction (IN-8, RES-8)
-        for ((case, _trial), glines), sample in zip(groups.items(), samples):
-            if all("trial" not in line for line in glines):
-                for score in sample["scores"].values():
-                    score["metadata"]["aef"]["trial"] = None
-    # what made the run, as an import keeps it in run.json's ext (aefgate's extension, docs/mappings/inspect.md)
-    made = (run.get("ext") or {}).get("inspect_ai") or {}
-    for src_key, dst in (("generate_config", "model_generate_config"), ("task_args", "task_args"),
-                         ("sandbox", "sandbox"), ("model_base_url", "model_base_url"), ("tags", "tags")):
-        if made.get(src_key):
-            ev[dst] = made[src_key]
-    if isinstance(made.get("limits"), dict):
-        config.update(made["limits"])
-    ev["config"] = config
-    ev["packages"] = packages
-    if map_scorers:  # the import reads an EvalScore named for a metric at its scorer's path when that is a scorer
-        ev["scorers"] = [{"name": path} for path in dict.fromkeys(line["path"] for lines in groups.values()
-                                                                  for line in lines)]
-    if meta:
-        ev["metadata"] = {"aef": meta}
+    return samples
 
+
+def _mark_cases_run_once(groups: dict[tuple[str, int], list[dict[str, Any]]], samples: list[dict[str, Any]]) -> None:
+    """A case run once in a run with trials (aefgate's extension): its Scores say so (metadata.aef.trial null), so
+    that the import does not read its sample as epoch 1 of trials without a reduction (IN-8, RES-8)."""
+    for ((case, _trial), glines), sample in zip(groups.items(), samples):
+        if all("trial" not in line for line in glines):
+            for score in sample["scores"].values():
+                score["metadata"]["aef"]["trial"] = None
+
+
+def _log_header(root: Path, run: Mapping[str, Any], ev: dict[str, Any], kept: _Kept | None, n_samples: int,
+                map_scorers: bool, scored: dict[str, set[str]], omit_unscored: bool,
+                reductions: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+    """The EvalLog header around ``ev``: status, results (from summary.json, but for a kept log), stats, error
+    and reductions."""
     status = {"completed": "success", "aborted": "error", "running": "started"}[run["status"]]
     header: dict[str, Any] = {"version": 2, "status": status, "eval": ev}
     summary_path = root / "summary.json"
     if summary_path.is_file() and kept is None:  # (a kept log's results are Inspect's, as written)
         header["results"] = _results(jsonio.read_json(summary_path), jsonio.read_json(root / "metrics.json"),
-                                     len(samples), map_scorers, scored, omit_unscored)
+                                     n_samples, map_scorers, scored, omit_unscored)
+    header["stats"] = _stats(run, summary_path)
+    if run["status"] == "aborted":
+        header["error"] = {"message": run.get("abortReason", ""), "traceback": "", "traceback_ansi": ""}
+    if reductions:
+        header["reductions"] = list(reductions.values())
+    return header
+
+
+def _stats(run: Mapping[str, Any], summary_path: Path) -> dict[str, Any]:
+    """EvalStats: the run's times, and the summary's usage by model and by role."""
     stats: dict[str, Any] = {"started_at": run["startedAt"]}
     if run.get("endedAt") is not None:
         stats["completed_at"] = run["endedAt"]
@@ -336,14 +410,7 @@ def export_run(
             stats["model_usage"] = {m: _inspect_usage(u) for m, u in by_model.items()}
         if by_role:
             stats["role_usage"] = {r: _inspect_usage(u) for r, u in by_role.items()}
-    header["stats"] = stats
-    if run["status"] == "aborted":
-        header["error"] = {"message": run.get("abortReason", ""), "traceback": "", "traceback_ansi": ""}
-    if reductions:
-        header["reductions"] = list(reductions.values())
-    if kept is not None:
-        return kept.restore(header, samples)
-    return header, samples
+    return stats
 
 
 class _Kept:

@@ -436,6 +436,29 @@ def _limit_reason(limit: Any, where: str) -> str:
     return _cut(f"{t} limit {number_to_string(n)}", MAX_REASON)
 
 
+def _stop_of(sample: dict[str, Any], where: str) -> tuple[str | None, str | None]:
+    """Why a sample stopped (IN-8): its error's message or its limit, and the state of a line it did not score
+    (error, not_measured); None, None for a sample that ran to its end."""
+    error = sample.get("error")
+    if error is not None and not isinstance(error, dict):
+        raise Refusal("IN-8", f"a sample's error is an object, not {_kind(error)}", f"{where}/error")
+    limit = sample.get("limit")
+    stopped_reason: str | None = None
+    stopped_state = None
+    if error is not None:
+        msg = error.get("message")
+        if msg is not None and not isinstance(msg, str):
+            raise Refusal("IN-8", f"an error's message is a string, not {_kind(msg)}", f"{where}/error/message")
+        stopped_reason = _cut(msg, MAX_REASON) if msg else NO_MESSAGE
+        stopped_state = "error"
+        if limit is not None:
+            _limit_reason(limit, f"{where}/limit")
+    elif limit is not None:
+        stopped_reason = _limit_reason(limit, f"{where}/limit")
+        stopped_state = "not_measured"
+    return stopped_reason, stopped_state
+
+
 @dataclass
 class _Header:
     """What the import reads from the log's header before the samples."""
@@ -505,8 +528,52 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
         if header.get(key):
             raise Refusal("IN-10", "log_updates: the table makes them overlay events, and the converter writes no "
                                    "overlays", f"/{key}")
+    run_id, run_id_src = _run_id(ev)
+    suite_ref, version, model, subject_ref = _suite_and_subject(ev)
+    roles, model_roles, judges = _roles_and_judges(ev)
+    config, epochs, reducers, aggregation, policy = _epochs_policy(ev)
+    stats, asserted, started, ended, abort_reason = _times(header, ev, status)
+    imported_from = _imported_from(ev)
+    scorers, scorer_names = _scorer_names(ev)
+    results, evaluator_of, request_entries, compares, ext_metrics = _results_entries(header, scorer_names)
+    request: dict[str, Any] | None = None
+    if status != "started":
+        request = {"lanes": [{"lane": "main", "metrics": request_entries}] if request_entries else []}
+        if ext_metrics:
+            request["ext"] = {"inspect_ai": {"metrics": ext_metrics}}
+        usage, total_cost = _run_usage(stats, model, roles)
+        if usage:
+            request["usage"] = usage
+        if total_cost is not None:
+            request["cost"] = {"totalUsd": total_cost}
+    ext, scorer_models = _run_ext(ev, run_id_src, results, reducers, aggregation, config, scorers)
+    run: dict[str, Any] = {
+        "schemaVersion": "1.0",
+        "runId": run_id,
+        "subject": {"ref": subject_ref, "kind": "model"},
+        "execution": {"targetMode": target_mode},
+        "suite": {"ref": suite_ref, "version": version},
+    }
+    if policy is not None:
+        run["suite"]["executionPolicy"] = policy
+    if judges:
+        run["judges"] = judges
+    run["startedAt"] = started
+    if ended is not None:
+        run["endedAt"] = ended
+    run["contentCapture"] = content_capture
+    if ext:  # [RUN-10]: no member named like a credential (a task argument api_key, ...): dropped, a declared loss
+        run["ext"] = {"inspect_ai": without_credentials(ext, "", [])}
 
-    # runId (IN-6)
+    reductions = header.get("reductions") or []
+    _check_reductions(reductions)
+    aef_status = {"started": "running", "success": "completed"}.get(status, "aborted")
+    return _Header(run, aef_status, abort_reason, asserted, imported_from, epochs, aggregation, model, model_roles,
+                   scorer_names, evaluator_of, request, compares, reductions, scorer_models)
+
+
+def _run_id(ev: dict[str, Any]) -> tuple[str, Any]:
+    """The runId (IN-6): eval.eval_id, else eval.run_id; and eval.run_id as the log has it."""
     eval_id = ev.get("eval_id")
     run_id_src = ev.get("run_id")
     if eval_id is not None and not isinstance(eval_id, str):
@@ -516,8 +583,11 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
     run_id = eval_id or run_id_src
     if not isinstance(run_id, str) or not _ID.match(run_id):
         raise Refusal("IN-6", f"{run_id!r} is not an AEF id (1-128 letters, digits, . _ : -)", "/eval/eval_id")
+    return run_id, run_id_src
 
-    # suite (IN-6)
+
+def _suite_and_subject(ev: dict[str, Any]) -> tuple[str, str, str, str]:
+    """The suite (IN-6) and the subject: suite ref, suite version, the model's name, subject ref."""
     task = ev.get("task")
     if not isinstance(task, str):
         raise Refusal("IN-6", f"eval.task is a string, not {_kind(task)}", "/eval/task")
@@ -540,8 +610,11 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
     for ref, w in ((suite_ref, "/eval/task"), (subject_ref, "/eval/model")):
         if len(ref.split(":", 1)[1]) > 256:
             raise Refusal("IN-6", "the encoded name is longer than a ref holds (256)", w)
+    return suite_ref, version, model, subject_ref
 
-    # roles, judges (IN-6, R7I-16)
+
+def _roles_and_judges(ev: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """Roles and judges (IN-6, R7I-16): eval.model_roles, role -> model name, the judges."""
     roles = ev.get("model_roles") or {}
     if not isinstance(roles, dict):
         raise Refusal("IN-6", f"eval.model_roles is an object, not {_kind(roles)}", "/eval/model_roles")
@@ -559,8 +632,12 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
             if len(m) > 256:
                 raise Refusal("IN-6", "a judge model is at most 256 characters", f"{w}/model")
             judges.append({"model": m})
+    return roles, model_roles, judges
 
-    # config: epochs and reducer
+
+def _epochs_policy(ev: dict[str, Any]) -> tuple[dict[str, Any], int, list[str], Any, dict[str, Any] | None]:
+    """eval.config's epochs and reducer: the config, epochs, the reducers, their AEF aggregation, the suite's
+    executionPolicy (None without epochs)."""
     config = ev.get("config") or {}
     if not isinstance(config, dict):
         raise Refusal("IN-6", f"eval.config is an object, not {_kind(config)}", "/eval/config")
@@ -583,8 +660,12 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
             policy["aggregation"] = aggregation[0]
             if aggregation[1] is not None:
                 policy["k"] = aggregation[1]
+    return config, epochs, reducers, aggregation, policy
 
-    # times (IN-6)
+
+def _times(header: Mapping[str, Any], ev: dict[str, Any],
+           status: str) -> tuple[dict[str, Any], list[str], str, str | None, str | None]:
+    """Times (IN-6) and the abort reason: stats, the asserted fields, startedAt, endedAt, abortReason."""
     stats = header.get("stats") or {}
     if not isinstance(stats, dict):
         raise Refusal("IN-6", f"stats is an object, not {_kind(stats)}", "/stats")
@@ -614,15 +695,20 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
         abort_reason = _cut(msg, MAX_ABORT)
     elif status == "cancelled":
         abort_reason = "cancelled"
+    return stats, asserted, started, ended, abort_reason
 
-    # imported.from
+
+def _imported_from(ev: dict[str, Any]) -> str:
+    """imported.from: inspect_ai and its version in eval.packages."""
     packages = ev.get("packages") or {}
     if not isinstance(packages, dict):
         raise Refusal("IN-6", f"eval.packages is an object, not {_kind(packages)}", "/eval/packages")
     pv = packages.get("inspect_ai")
-    imported_from = f"inspect_ai {pv}" if isinstance(pv, str) and pv else "inspect_ai"
+    return f"inspect_ai {pv}" if isinstance(pv, str) and pv else "inspect_ai"
 
-    # scorers (for a sample that stopped before it was scored)
+
+def _scorer_names(ev: dict[str, Any]) -> tuple[list[Any], list[str]]:
+    """eval.scorers and their names, once each (for a sample that stopped before it was scored)."""
     scorers = ev.get("scorers") or []
     if not isinstance(scorers, list):
         raise Refusal("IN-6", f"eval.scorers is a list, not {_kind(scorers)}", "/eval/scorers")
@@ -633,8 +719,13 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
             raise Refusal("IN-6", "a scorer has a name", f"/eval/scorers/{i}")
         if name not in scorer_names:
             scorer_names.append(name)
+    return scorers, scorer_names
 
-    # results (IN-9)
+
+def _results_entries(header: Mapping[str, Any], scorer_names: list[str]) -> tuple[
+        Any, dict[str, str], list[dict[str, Any]], list[tuple[str, str, str | None, float]], dict[str, dict[str, Any]]]:
+    """results (IN-9): the results, evaluator per metric, the summary request's entries, the values to compare with
+    the lines, the metrics kept in ext."""
     results = header.get("results")
     if results is not None and not isinstance(results, dict):
         raise Refusal("IN-9", f"results is an object, not {_kind(results)}", "/results")
@@ -648,28 +739,8 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
     seen_entries: set[tuple[str, str]] = set()
     for i, es in enumerate(entries):
         w = f"/results/scores/{i}"
-        if not isinstance(es, dict):
-            raise Refusal("IN-9", f"an EvalScore is an object, not {_kind(es)}", w)
-        name, scorer = es.get("name"), es.get("scorer")
-        if not isinstance(name, str) or not name:
-            raise Refusal("IN-9", "an EvalScore has a name", f"{w}/name")
-        if scorer is not None and (not isinstance(scorer, str) or not scorer):
-            raise Refusal("IN-9", "an EvalScore's scorer is a name", f"{w}/scorer")
+        name, scorer, values = _eval_score(es, w)
         evaluator_of.setdefault(name, scorer or name)
-        metrics = es.get("metrics") or {}
-        if not isinstance(metrics, dict):
-            raise Refusal("IN-9", f"EvalScore.metrics is an object, not {_kind(metrics)}", f"{w}/metrics")
-        values: dict[str, Any] = {}
-        for mk, mv in metrics.items():
-            if not isinstance(mv, dict):
-                raise Refusal("IN-9", f"an EvalMetric is an object, not {_kind(mv)}", f"{w}/metrics/{mk}")
-            mname = mv.get("name", mk)
-            if not isinstance(mname, str):
-                raise Refusal("IN-9", "an EvalMetric has a name", f"{w}/metrics/{mk}/name")
-            val = mv.get("value")
-            if val is not None and (isinstance(val, bool) or not _is_num(val)):
-                raise Refusal("IN-9", f"a metric's value is a number, not {_kind(val)}", f"{w}/metrics/{mk}/value")
-            values[mname] = (val, mv.get("params"))
         # the entry's path: its name (the key of the samples' scores); a member of a map-valued scorer (an entry
         # named for a member, whose scorer is a key) is summarized at its scorer's path (docs/mappings/inspect.md)
         path = name
@@ -678,59 +749,87 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
         if (name, path) in seen_entries:
             raise Refusal("IN-9", "two results.scores entries for one metric and path", w)
         seen_entries.add((name, path))
-        means = [m for m in values if m in MEAN_METRICS]
-        if len(means) > 1:
-            raise Refusal("IN-9", "an entry with both accuracy and mean: which one is the entry's mean?",
-                          f"{w}/metrics")
-        others = [m for m in values if m not in MEAN_METRICS and m != "stderr"]
-        entry: dict[str, Any] = {"metric": name, "path": path}
-        if means:
-            v = values[means[0]][0]
-            compares.append((name, path, None, v))
-            for o in others:
-                ov = values[o][0]
-                ext_metrics.setdefault(name, {})[o] = None if ov is None or _is_nan(ov) else ov
-                if o in RECOMPUTED and RECOMPUTED[o] is not None:
-                    compares.append((name, path, RECOMPUTED[o], ov))
-        elif others:
-            if len(others) > 1:
-                raise Refusal("IN-9", f"an entry with no mean and {len(others)} other metrics ({', '.join(others)}): "
-                                      "only one can be its aggregate", f"{w}/metrics")
-            method = others[0]
-            if not _METHOD.match(method):
-                raise Refusal("IN-9", f"the metric {method!r} cannot be an aggregate method (SUM-8)", f"{w}/metrics")
-            agg: dict[str, Any] = {"method": method}
-            params = values[method][1]
-            if isinstance(params, dict) and "k" in params:
-                agg["k"] = _int_value(params["k"], "IN-9", f"{w}/metrics/{method}/params/k", minimum=1)
-            entry["aggregate"] = agg
-            v = values[method][0]
-            if method in ("median", "min", "max"):
-                compares.append((name, path, method, v))
-            else:
-                entry["value"] = None if v is None or _is_nan(v) else v
-        if "stderr" in values:
-            se = values["stderr"][0]
-            if se is not None and not _is_nan(se):
-                if se < 0:
-                    raise Refusal("IN-9", "a negative stderr", f"{w}/metrics/stderr")
-                entry["stderr"] = se
-        if not values:  # no metric of Inspect's: summarized from the lines (declare_summary_metrics)
-            entry["_plain"] = True
-        request_entries.append(entry)
+        request_entries.append(_summary_entry(name, path, values, w, compares, ext_metrics))
+    return results, evaluator_of, request_entries, compares, ext_metrics
 
-    request: dict[str, Any] | None = None
-    if status != "started":
-        request = {"lanes": [{"lane": "main", "metrics": request_entries}] if request_entries else []}
-        if ext_metrics:
-            request["ext"] = {"inspect_ai": {"metrics": ext_metrics}}
-        usage, total_cost = _run_usage(stats, model, roles)
-        if usage:
-            request["usage"] = usage
-        if total_cost is not None:
-            request["cost"] = {"totalUsd": total_cost}
 
-    # ext (IN-6): run_id, eval_set_id, dataset, headline, a reducer without an AEF value (R7I-14)
+def _eval_score(es: Any, w: str) -> tuple[str, Any, dict[str, Any]]:
+    """An EvalScore, checked (IN-9): its name, its scorer, metric name -> (value, params)."""
+    if not isinstance(es, dict):
+        raise Refusal("IN-9", f"an EvalScore is an object, not {_kind(es)}", w)
+    name, scorer = es.get("name"), es.get("scorer")
+    if not isinstance(name, str) or not name:
+        raise Refusal("IN-9", "an EvalScore has a name", f"{w}/name")
+    if scorer is not None and (not isinstance(scorer, str) or not scorer):
+        raise Refusal("IN-9", "an EvalScore's scorer is a name", f"{w}/scorer")
+    metrics = es.get("metrics") or {}
+    if not isinstance(metrics, dict):
+        raise Refusal("IN-9", f"EvalScore.metrics is an object, not {_kind(metrics)}", f"{w}/metrics")
+    values: dict[str, Any] = {}
+    for mk, mv in metrics.items():
+        if not isinstance(mv, dict):
+            raise Refusal("IN-9", f"an EvalMetric is an object, not {_kind(mv)}", f"{w}/metrics/{mk}")
+        mname = mv.get("name", mk)
+        if not isinstance(mname, str):
+            raise Refusal("IN-9", "an EvalMetric has a name", f"{w}/metrics/{mk}/name")
+        val = mv.get("value")
+        if val is not None and (isinstance(val, bool) or not _is_num(val)):
+            raise Refusal("IN-9", f"a metric's value is a number, not {_kind(val)}", f"{w}/metrics/{mk}/value")
+        values[mname] = (val, mv.get("params"))
+    return name, scorer, values
+
+
+def _summary_entry(name: str, path: str, values: dict[str, Any], w: str,
+                   compares: list[tuple[str, str, str | None, float]],
+                   ext_metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """An EvalScore's metrics as a summary request entry (IN-9); the values to compare with the lines go to
+    ``compares``, the other metrics of an entry with a mean to ``ext_metrics``."""
+    means = [m for m in values if m in MEAN_METRICS]
+    if len(means) > 1:
+        raise Refusal("IN-9", "an entry with both accuracy and mean: which one is the entry's mean?",
+                      f"{w}/metrics")
+    others = [m for m in values if m not in MEAN_METRICS and m != "stderr"]
+    entry: dict[str, Any] = {"metric": name, "path": path}
+    if means:
+        v = values[means[0]][0]
+        compares.append((name, path, None, v))
+        for o in others:
+            ov = values[o][0]
+            ext_metrics.setdefault(name, {})[o] = None if ov is None or _is_nan(ov) else ov
+            if o in RECOMPUTED and RECOMPUTED[o] is not None:
+                compares.append((name, path, RECOMPUTED[o], ov))
+    elif others:
+        if len(others) > 1:
+            raise Refusal("IN-9", f"an entry with no mean and {len(others)} other metrics ({', '.join(others)}): "
+                                  "only one can be its aggregate", f"{w}/metrics")
+        method = others[0]
+        if not _METHOD.match(method):
+            raise Refusal("IN-9", f"the metric {method!r} cannot be an aggregate method (SUM-8)", f"{w}/metrics")
+        agg: dict[str, Any] = {"method": method}
+        params = values[method][1]
+        if isinstance(params, dict) and "k" in params:
+            agg["k"] = _int_value(params["k"], "IN-9", f"{w}/metrics/{method}/params/k", minimum=1)
+        entry["aggregate"] = agg
+        v = values[method][0]
+        if method in ("median", "min", "max"):
+            compares.append((name, path, method, v))
+        else:
+            entry["value"] = None if v is None or _is_nan(v) else v
+    if "stderr" in values:
+        se = values["stderr"][0]
+        if se is not None and not _is_nan(se):
+            if se < 0:
+                raise Refusal("IN-9", "a negative stderr", f"{w}/metrics/stderr")
+            entry["stderr"] = se
+    if not values:  # no metric of Inspect's: summarized from the lines (declare_summary_metrics)
+        entry["_plain"] = True
+    return entry
+
+
+def _run_ext(ev: dict[str, Any], run_id_src: Any, results: Any, reducers: list[str], aggregation: Any,
+             config: dict[str, Any], scorers: list[Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """run.json's ext (IN-6): run_id, eval_set_id, dataset, headline, a reducer without an AEF value (R7I-14),
+    what made the run; and the scorers' judge models (also kept there)."""
     ext: dict[str, Any] = {}
     if run_id_src is not None:
         ext["run_id"] = run_id_src
@@ -754,30 +853,7 @@ def _read_header(header: Mapping[str, Any], *, target_mode: str, content_capture
     scorer_models = _scorer_models(scorers)
     if scorer_models:
         ext["scorer_models"] = scorer_models
-
-    run: dict[str, Any] = {
-        "schemaVersion": "1.0",
-        "runId": run_id,
-        "subject": {"ref": subject_ref, "kind": "model"},
-        "execution": {"targetMode": target_mode},
-        "suite": {"ref": suite_ref, "version": version},
-    }
-    if policy is not None:
-        run["suite"]["executionPolicy"] = policy
-    if judges:
-        run["judges"] = judges
-    run["startedAt"] = started
-    if ended is not None:
-        run["endedAt"] = ended
-    run["contentCapture"] = content_capture
-    if ext:  # [RUN-10]: no member named like a credential (a task argument api_key, ...): dropped, a declared loss
-        run["ext"] = {"inspect_ai": without_credentials(ext, "", [])}
-
-    reductions = header.get("reductions") or []
-    _check_reductions(reductions)
-    aef_status = {"started": "running", "success": "completed"}.get(status, "aborted")
-    return _Header(run, aef_status, abort_reason, asserted, imported_from, epochs, aggregation, model, model_roles,
-                   scorer_names, evaluator_of, request, compares, reductions, scorer_models)
+    return ext, scorer_models
 
 
 def _scorer_models(scorers: list[Any]) -> dict[str, str]:
@@ -904,20 +980,7 @@ def import_log(
                      fmt=getattr(log, "format", None))
     roles = (header.get("eval") or {}).get("model_roles") or {}
     closed = h.status != "running"
-    # samples read from a log (aefgate.formats.inspect): a .eval is read by sample id, then epoch, so each case is
-    # done when its id changes (its rollups written, its state dropped), and its reductions come from an index on
-    # disk; the reductions come from the log (not in its header). See docs/mappings/inspect-format.md.
-    by_case = False
-    reduction_events: Iterable[tuple] | None = None
-    if log is not None and "reductions" not in header:
-        if log.format == "eval" and not samples.started and samples.order == "inspect":
-            samples = log.samples(order="case", resolve_events=samples.resolve_events)
-        by_case = samples.order == "case"
-        if by_case:
-            reduction_events = log.reduction_events()
-        else:
-            h.reductions = log.reductions() or []
-            _check_reductions(h.reductions)
+    samples, by_case, reduction_events = _sample_order(header, samples, log, h)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.inspect-", dir=out.parent))
@@ -951,25 +1014,8 @@ def import_log(
                     (log.reductions() if log is not None else None)
                 if reds is not None:
                     b.add_ext_file(KEPT_REDUCTIONS, _kept_json(_kept_reductions(reds, content_on), "/reductions"))
-            if closed:
-                # sealing verifies the whole run first (every check of section 3.9): that verification is IN-11's
-                try:
-                    with in_one_process():  # flat memory; the conversion, not the check, takes the time
-                        b.finish(h.status, abort_reason=h.abort_reason, summary=h.request, seal="ingest",
-                                 sealed_at=at, signing_key=key)
-                except NotVerified as e:
-                    raise e.as_refusal("IN-11", "the converted run") from None
-            else:
-                b.finish_running()
-        if closed:
-            _compare_summary(run_dir, h)
-        else:  # a running run is not sealed, so nothing verified it yet
-            with in_one_process():
-                v = verify_run(run_dir)
-            if v.outcome == "invalid" or v.problems:
-                where, code = v.problems[0] if v.problems else ("", "")
-                raise Refusal("IN-11", f"the converted run does not verify: {code} at {where}", where,
-                              exit_code=EXIT_INTEGRITY)
+            _finish_run(b, h, closed, at, key)
+        _check_converted(run_dir, h, closed)
         check_destination(out)
         if out.exists():
             out.rmdir()
@@ -979,6 +1025,54 @@ def import_log(
             imp.close()
         shutil.rmtree(stage, ignore_errors=True)
     return out
+
+
+def _sample_order(header: Mapping[str, Any], samples: Any, log: Any,
+                  h: _Header) -> tuple[Any, bool, Iterable[tuple] | None]:
+    """The samples to read (by case when they can be), whether they come by case, and the reductions' events then;
+    otherwise the log's reductions go to ``h.reductions``, checked."""
+    # samples read from a log (aefgate.formats.inspect): a .eval is read by sample id, then epoch, so each case is
+    # done when its id changes (its rollups written, its state dropped), and its reductions come from an index on
+    # disk; the reductions come from the log (not in its header). See docs/mappings/inspect-format.md.
+    by_case = False
+    reduction_events: Iterable[tuple] | None = None
+    if log is not None and "reductions" not in header:
+        if log.format == "eval" and not samples.started and samples.order == "inspect":
+            samples = log.samples(order="case", resolve_events=samples.resolve_events)
+        by_case = samples.order == "case"
+        if by_case:
+            reduction_events = log.reduction_events()
+        else:
+            h.reductions = log.reductions() or []
+            _check_reductions(h.reductions)
+    return samples, by_case, reduction_events
+
+
+def _finish_run(b: Any, h: _Header, closed: bool, at: str | None, key: Any) -> None:
+    """Seal a closed run (IN-11 when it does not verify); leave a running one unsealed."""
+    if closed:
+        # sealing verifies the whole run first (every check of section 3.9): that verification is IN-11's
+        try:
+            with in_one_process():  # flat memory; the conversion, not the check, takes the time
+                b.finish(h.status, abort_reason=h.abort_reason, summary=h.request, seal="ingest",
+                         sealed_at=at, signing_key=key)
+        except NotVerified as e:
+            raise e.as_refusal("IN-11", "the converted run") from None
+    else:
+        b.finish_running()
+
+
+def _check_converted(run_dir: Path, h: _Header, closed: bool) -> None:
+    """A closed run's summary against the log's results; a running run verified (IN-11), as sealing does not."""
+    if closed:
+        _compare_summary(run_dir, h)
+    else:  # a running run is not sealed, so nothing verified it yet
+        with in_one_process():
+            v = verify_run(run_dir)
+        if v.outcome == "invalid" or v.problems:
+            where, code = v.problems[0] if v.problems else ("", "")
+            raise Refusal("IN-11", f"the converted run does not verify: {code} at {where}", where,
+                          exit_code=EXIT_INTEGRITY)
 
 
 class _Importer:
@@ -1099,6 +1193,7 @@ class _Importer:
         return ids
 
     def sample(self, sample: Any, where: str) -> None:
+        """One sample (IN-8): its scores as lines of its case (or trial), with its times, usage and content."""
         h = self.h
         if not isinstance(sample, dict):
             raise Refusal("IN-8", f"a sample is an object, not {_kind(sample)}", where)
@@ -1106,6 +1201,59 @@ class _Importer:
         if sample.get("invalidation") is not None:
             raise Refusal("IN-10", "samples[].invalidation: the table makes it an overlay event, and the converter "
                                    "writes no overlays", f"{where}/invalidation")
+        case_id, trial = self._case_and_trial(sample, where)
+
+        scores = sample.get("scores")
+        if scores is not None and not isinstance(scores, dict):
+            raise Refusal("IN-8", f"scores is an object, not {_kind(scores)}", f"{where}/scores")
+        stopped_reason, stopped_state = _stop_of(sample, where)
+
+        # times, duration, usage (IN-8)
+        times: dict[str, Any] = {}
+        if sample.get("started_at") is not None:
+            times["startedAt"] = _utc(sample["started_at"], "IN-6", f"{where}/started_at")
+        if sample.get("completed_at") is not None:
+            times["endedAt"] = _utc(sample["completed_at"], "IN-6", f"{where}/completed_at")
+        if "startedAt" in times and "endedAt" in times and \
+                parse_time(times["endedAt"]) < parse_time(times["startedAt"]):
+            raise Refusal("IN-8", "the sample completes before it starts", f"{where}/completed_at")
+        first: dict[str, Any] = {}
+        tt = sample.get("total_time")
+        if tt is not None:
+            if not _is_num(tt) or not math.isfinite(tt) or tt < 0:
+                raise Refusal("IN-8", f"total_time is a non-negative number, not {tt!r}", f"{where}/total_time")
+            first["durationMs"] = tt * 1000  # R7I-11: one binary64 multiplication, not rounded
+        usage = _sample_usage(sample, where, h, self.roles)
+        if usage:
+            first["usage"] = usage
+        blobbed: dict[str, str] = {}
+        evidence = self._content(sample, where, blobbed) if self.content_on else []
+
+        nodes = self._score_nodes(scores, stopped_reason, stopped_state, where)
+        if self.kept is not None:
+            self.kept.write(_kept_json(_residue(sample, blobbed, nodes, self.content_on), where) + b"\n")
+        for i, node in enumerate(nodes):
+            for s in node.get("scores", ()):
+                self._declare(s["metric"], f"{where}/scores/{node['path']}")
+                self.path_metrics.setdefault(node["path"], {})[s["metric"]] = None
+            node.update(times)
+            if i == 0:
+                node.update(first)
+            if evidence:
+                node["evidence"] = list(evidence)
+            if trial is None:
+                self.b.add_case(case_id, node)
+            else:
+                self.b.add_trial(case_id, node, trial)
+                if self.by_case:
+                    self.case_paths[node["path"]] = False
+                else:
+                    self.epoch_paths[(case_id, node["path"])] = False
+
+    def _case_and_trial(self, sample: dict[str, Any], where: str) -> tuple[str, int | None]:
+        """The sample's caseId and trial (None: a case run once), refused when its case and epoch came before (IN-8);
+        by case, the case before it ends here."""
+        h = self.h
         case_id = _case_id(sample.get("id"), f"{where}/id")
         epoch = _int_value(sample.get("epoch", 1), "IN-8", f"{where}/epoch", minimum=1)
         if epoch > h.epochs:
@@ -1131,50 +1279,12 @@ class _Importer:
                 raise Refusal("IN-8", f"two samples of case {case_id!r} at epoch {epoch}: two scores of one case, "
                                       "path and epoch", where)
             self.samples_seen.add(seen_key)
-        trial = epoch - 1 if self.trials and not _run_once(sample, epoch) else None
+        return case_id, epoch - 1 if self.trials and not _run_once(sample, epoch) else None
 
-        scores = sample.get("scores")
-        if scores is not None and not isinstance(scores, dict):
-            raise Refusal("IN-8", f"scores is an object, not {_kind(scores)}", f"{where}/scores")
-        error = sample.get("error")
-        if error is not None and not isinstance(error, dict):
-            raise Refusal("IN-8", f"a sample's error is an object, not {_kind(error)}", f"{where}/error")
-        limit = sample.get("limit")
-        stopped_reason: str | None = None
-        stopped_state = None
-        if error is not None:
-            msg = error.get("message")
-            if msg is not None and not isinstance(msg, str):
-                raise Refusal("IN-8", f"an error's message is a string, not {_kind(msg)}", f"{where}/error/message")
-            stopped_reason = _cut(msg, MAX_REASON) if msg else NO_MESSAGE
-            stopped_state = "error"
-            if limit is not None:
-                _limit_reason(limit, f"{where}/limit")
-        elif limit is not None:
-            stopped_reason = _limit_reason(limit, f"{where}/limit")
-            stopped_state = "not_measured"
-
-        # times, duration, usage (IN-8)
-        times: dict[str, Any] = {}
-        if sample.get("started_at") is not None:
-            times["startedAt"] = _utc(sample["started_at"], "IN-6", f"{where}/started_at")
-        if sample.get("completed_at") is not None:
-            times["endedAt"] = _utc(sample["completed_at"], "IN-6", f"{where}/completed_at")
-        if "startedAt" in times and "endedAt" in times and \
-                parse_time(times["endedAt"]) < parse_time(times["startedAt"]):
-            raise Refusal("IN-8", "the sample completes before it starts", f"{where}/completed_at")
-        first: dict[str, Any] = {}
-        tt = sample.get("total_time")
-        if tt is not None:
-            if not _is_num(tt) or not math.isfinite(tt) or tt < 0:
-                raise Refusal("IN-8", f"total_time is a non-negative number, not {tt!r}", f"{where}/total_time")
-            first["durationMs"] = tt * 1000  # R7I-11: one binary64 multiplication, not rounded
-        usage = _sample_usage(sample, where, h, self.roles)
-        if usage:
-            first["usage"] = usage
-        blobbed: dict[str, str] = {}
-        evidence = self._content(sample, where, blobbed) if self.content_on else []
-
+    def _score_nodes(self, scores: dict[str, Any] | None, stopped_reason: str | None, stopped_state: str | None,
+                     where: str) -> list[dict[str, Any]]:
+        """The sample's lines, one per score (IN-8); for a sample stopped before it was scored, one per scorer."""
+        h = self.h
         nodes: list[dict[str, Any]] = []
         if scores:
             for key, score in scores.items():
@@ -1198,26 +1308,7 @@ class _Importer:
                               "reason": stopped_reason})
         else:
             raise Refusal("IN-8", "a sample without scores", f"{where}/scores")
-
-        if self.kept is not None:
-            self.kept.write(_kept_json(_residue(sample, blobbed, nodes, self.content_on), where) + b"\n")
-        for i, node in enumerate(nodes):
-            for s in node.get("scores", ()):
-                self._declare(s["metric"], f"{where}/scores/{node['path']}")
-                self.path_metrics.setdefault(node["path"], {})[s["metric"]] = None
-            node.update(times)
-            if i == 0:
-                node.update(first)
-            if evidence:
-                node["evidence"] = list(evidence)
-            if trial is None:
-                self.b.add_case(case_id, node)
-            else:
-                self.b.add_trial(case_id, node, trial)
-                if self.by_case:
-                    self.case_paths[node["path"]] = False
-                else:
-                    self.epoch_paths[(case_id, node["path"])] = False
+        return nodes
 
     # -- samples by case (a .eval): each case's rollups when its last epoch was read ---------------------------------
 

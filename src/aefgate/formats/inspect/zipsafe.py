@@ -181,23 +181,29 @@ class Archive:
     # -- the directory ------------------------------------------------------------------------------------------
 
     def _read_directory(self, f: BinaryIO, size: int, on_member: Callable[[int, str], None] | None = None) -> None:
+        """Read and check the end records and the central directory: where each entry is, each member's limit."""
+        cd_size, cd_offset = self._read_end_records(f, size)
+        entry_at = array("Q")  # where each entry is in the directory
+        starts = array("Q")  # where each member's local header is
+        ends = array("Q")  # the least end of each member's data
+        for m, at, min_end in self._scan(f):
+            if on_member is not None:
+                on_member(len(starts), m.name)
+            entry_at.append(at)
+            starts.append(m.offset)
+            ends.append(min_end)
+        limit = self._member_limits(f, starts, ends, cd_offset)
+        # kept per member for the archive's life: 4 bytes each when the positions fit (a directory and an archive
+        # below 4 GiB), not 8
+        self._entry_at = entry_at if cd_size >> 32 else array("I", entry_at)
+        self._limit = limit if cd_offset >> 32 else array("I", limit)
+
+    def _read_end_records(self, f: BinaryIO, size: int) -> tuple[int, int]:
+        """Read and check the end of central directory record (and its ZIP64 one): the directory's size and
+        offset (also kept, with the number of members)."""
         damaged = rules.DAMAGED
-        if size < _EOCD.size:
-            raise self.refuse(damaged, "too short to be a ZIP archive")
-        tail_len = min(size, _EOCD.size + 0xFFFF)
-        f.seek(size - tail_len)
-        tail = f.read(tail_len)
-        idx = len(tail)
-        while True:
-            idx = tail.rfind(EOCD_SIG, 0, idx)
-            if idx < 0:
-                raise self.refuse(damaged, "no end of central directory record: not a whole ZIP archive")
-            if idx + _EOCD.size <= len(tail):
-                rec = _EOCD.unpack_from(tail, idx)
-                if idx + _EOCD.size + rec[7] == len(tail):
-                    break
+        rec, eocd_pos = self._end_record(f, size)
         _, disk, disk_cd, n_disk, n_total, cd_size, cd_offset, _ = rec
-        eocd_pos = size - tail_len + idx
         end = eocd_pos
         zip64 = False
         if eocd_pos >= _LOCATOR64.size:
@@ -230,15 +236,28 @@ class Archive:
         self.directory_offset = cd_offset
         self._cd_size = cd_size
         self._n_total = n_total
-        entry_at = array("Q")  # where each entry is in the directory
-        starts = array("Q")  # where each member's local header is
-        ends = array("Q")  # the least end of each member's data
-        for m, at, min_end in self._scan(f):
-            if on_member is not None:
-                on_member(len(starts), m.name)
-            entry_at.append(at)
-            starts.append(m.offset)
-            ends.append(min_end)
+        return cd_size, cd_offset
+
+    def _end_record(self, f: BinaryIO, size: int) -> tuple[tuple[Any, ...], int]:
+        """The end of central directory record (unpacked) and where it is: the last one whose comment ends the file."""
+        if size < _EOCD.size:
+            raise self.refuse(rules.DAMAGED, "too short to be a ZIP archive")
+        tail_len = min(size, _EOCD.size + 0xFFFF)
+        f.seek(size - tail_len)
+        tail = f.read(tail_len)
+        idx = len(tail)
+        while True:
+            idx = tail.rfind(EOCD_SIG, 0, idx)
+            if idx < 0:
+                raise self.refuse(rules.DAMAGED, "no end of central directory record: not a whole ZIP archive")
+            if idx + _EOCD.size <= len(tail):
+                rec = _EOCD.unpack_from(tail, idx)
+                if idx + _EOCD.size + rec[7] == len(tail):
+                    return rec, size - tail_len + idx
+
+    def _member_limits(self, f: BinaryIO, starts: array, ends: array, cd_offset: int) -> array:
+        """Each member's limit: where the next member (by offset), or the directory, starts; refused where members'
+        data overlap."""
         n = len(starts)
         limit = array("Q", bytes(8 * n))
         # no two members' data overlap: each member's data end before the next member (by offset) starts
@@ -248,19 +267,16 @@ class Archive:
         for k in order:
             if prev >= 0:
                 if ends[prev] > starts[k]:
-                    raise self.refuse(damaged, "members whose data overlap (or run into the directory)",
+                    raise self.refuse(rules.DAMAGED, "members whose data overlap (or run into the directory)",
                                       self._name_at(f, prev))
                 limit[prev] = starts[k]
             prev = k
         if prev >= 0:
             if ends[prev] > cd_offset:
-                raise self.refuse(damaged, "members whose data overlap (or run into the directory)",
+                raise self.refuse(rules.DAMAGED, "members whose data overlap (or run into the directory)",
                                   self._name_at(f, prev))
             limit[prev] = cd_offset
-        # kept per member for the archive's life: 4 bytes each when the positions fit (a directory and an archive
-        # below 4 GiB), not 8
-        self._entry_at = entry_at if cd_size >> 32 else array("I", entry_at)
-        self._limit = limit if cd_offset >> 32 else array("I", limit)
+        return limit
 
     def _name_at(self, f: BinaryIO, index: int) -> str:
         for i, (m, _, _) in enumerate(self._scan(f)):
