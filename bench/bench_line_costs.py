@@ -13,7 +13,7 @@ decoded lines would make the cyclic garbage collector's passes part of the figur
 - ``jsonio.loads``: the strict reader the verifier uses (decoding, the certificate, the limits of [ENC-17]);
 - the compiled schema validator of a result line (reader side);
 - the line's ``resultId`` ([RES-4], SHA-256);
-- the export's mapping and encoding of the events (``aep_exporter._result_events`` and ``aep_exporter._encode``, default
+- the export's mapping and encoding of the events (``aep_exporter.result_events`` and ``aep_exporter._encode``, default
   options), on lines decoded beforehand, batch by batch;
 - issue 20: the same mapping and encoding by the struct path (``aep_exporter._encode_fast``: the common events as
   msgspec structs with the constant members pre-encoded, no per-event dicts; the bytes of the row above), on the
@@ -92,15 +92,15 @@ def main(argv=None) -> int:
             ln = dec.decode(r)
             result_id(run_id, ln["caseId"], ln["path"], ln.get("trial"))
 
-    opts = aep_exporter._check_options(a.run)
+    opts = aep_exporter.check_options(a.run)
     v = aep_exporter._verify_intact(opts.root)
-    ctx, _decisions, targets, redact = aep_exporter._context(opts, v.run_hash)
+    ctx, _decisions, targets, redact = aep_exporter.export_context(opts, v.run_hash)
     events = [0]
 
     def export():
         ctx.seq = 0
         batch = []
-        for ev in aep_exporter._result_events(ctx, (dec.decode(r) for r in raws), targets, {}, redact):
+        for ev in aep_exporter.result_events(ctx, (dec.decode(r) for r in raws), targets, {}, redact):
             batch.append(ev)
             if len(batch) >= aep_exporter._BATCH:
                 aep_exporter._encode(batch)

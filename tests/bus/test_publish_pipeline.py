@@ -561,9 +561,9 @@ def test_spooled_lines_come_back_exactly(tmp_path) -> None:
 
     run = copy_run(RUN, tmp_path / "run")
     lines = [jsonio.loads(x) for x in (run / "results.ndjson").read_bytes().splitlines()]
-    checked = aep_exporter._check_options(run, max_capture="full")
+    checked = aep_exporter.check_options(run, max_capture="full")
     with tempfile.TemporaryFile(buffering=0) as spool:
-        m = pipeline._PublishMapper(checked, aep_exporter._sealed_run_hash(run), None, spool)
+        m = pipeline._PublishMapper(checked, aep_exporter.sealed_run_hash(run), None, spool)
         m.begin(jsonio.loads((run / "run.json").read_bytes()), None)
         expls = [m.ctx.explanation(line) for line in lines]
         assert any(e is not None for e in expls)  # the run has reasoning blobs

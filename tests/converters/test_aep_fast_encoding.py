@@ -1,4 +1,4 @@
-"""The AEP export's struct path (``exporter._encode_fast``) writes the bytes of the dict path (``_result_events`` and
+"""The AEP export's struct path (``exporter._encode_fast``) writes the bytes of the dict path (``result_events`` and
 ``_encode``) for the same lines: every branch of the mapping (feedback, guardrails, cause maps, traceparents, scores
 with labels and normalized values, annotators with promptHash, nulls, explanations), both real code paths."""
 
@@ -28,7 +28,7 @@ def _dict_bytes(ctx: X._Export, lines: list[dict], targets: set[str]) -> tuple[b
     seen: dict = {}
     out = []
     batch: list[dict] = []
-    for ev in X._result_events(ctx, lines, targets, seen, None):
+    for ev in X.result_events(ctx, lines, targets, seen, None):
         batch.append(ev)
         if len(batch) >= X._BATCH:
             out.append(X._encode(batch))
@@ -164,6 +164,6 @@ def test_the_mapper_takes_the_struct_path_only_for_plain_aep(tmp_path, monkeypat
         m.pid = -1
         data, _seen, seq = m.map([(1, line)], 0)
         assert bool(calls) is used
-        assert data == X._encode([*X._result_events(_ctx(tmp_path, "metadata", {}), [line], set(), {}, None)])
+        assert data == X._encode([*X.result_events(_ctx(tmp_path, "metadata", {}), [line], set(), {}, None)])
         assert seq == 1
     assert msgspec.json.decode(data.strip())["seq"] == 0

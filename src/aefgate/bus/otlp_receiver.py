@@ -1063,32 +1063,9 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
     )
 
     host, port = hostport(listen, "listen")
-    if grpc_listen is not None:
-        hostport(grpc_listen, "grpc_listen")
-    if idle <= 0 or max_body <= 0 or queue <= 0:
-        raise Refusal("CLI-2", "option 'idle', option 'max_body' and option 'queue' are more than 0",
-                      "option 'idle'")
-    if not 0 < drain <= 3600:
-        raise Refusal("CLI-2", "option 'drain' is more than 0 and at most 3600 seconds", "option 'drain'")
-    if not 0 <= dedup_window <= 86400:
-        raise Refusal("CLI-2", "option 'dedup_window' is 0 to 86400 seconds", "option 'dedup_window'")
-    if max_body > MAX_BODY:
-        raise Refusal("CLI-2", f"option 'max_body' is at most {MAX_BODY}", "option 'max_body'")
-    if subject is not None and not subject:
-        raise Refusal("CLI-2", "option 'subject' is not empty", "option 'subject'")
-    publisher = None
-    if bus is not None:
-        if not 0 < bus_timeout <= 600:
-            raise Refusal("CLI-2", "option 'bus_timeout' is more than 0 and at most 600 seconds",
-                          "option 'bus_timeout'")
-        publisher = Publisher(bus, timeout=bus_timeout, nats_auth=nats_auth)
-        if out is not None or key is not None:
-            raise Refusal("CLI-2", "with option 'bus' the runs are built, sealed and signed by serve ingest (its "
-                          "option 'out' and option 'key'): give neither option 'out' nor option 'key' here",
-                          "option 'out'" if out is not None else "option 'key'")
-    elif out is None:
-        raise Refusal("CLI-2", "option 'out' (the folder where the runs go), or option 'bus' "
-                      "(nats://HOST:PORT/SUBJECT)", "option 'out'")
+    _check_serve_options(grpc_listen=grpc_listen, idle=idle, max_body=max_body, queue=queue, drain=drain,
+                         dedup_window=dedup_window, subject=subject)
+    publisher = _bus_publisher(bus, bus_timeout=bus_timeout, nats_auth=nats_auth, out=out, key=key)
     signing_key = signing_key_of(key)
     outdir = Path(out) if out is not None else None
     if outdir is not None:
@@ -1106,68 +1083,9 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
         assert outdir is not None
         rx = Receiver(outdir, idle=idle, key=signing_key, max_body=max_body, queue=queue, subject=subject, say=say,
                       metrics=metrics, dedup_window=dedup_window)
-
-    async def main() -> None:
-        if publisher is not None:
-            await publisher.connect()  # before listening: a request is taken only when it can be published
-        else:
-            rx.queue = asyncio.Queue(maxsize=queue)
-        app = application(max_body)
-        app.router.add_post("/v1/logs", lambda r: rx.handle(r, "logs"))
-        app.router.add_post("/v1/traces", lambda r: rx.handle(r, "traces"))
-
-        async def healthz(_r):
-            broken = getattr(rx, "broken", None)
-            if broken is not None:  # not ready: the journal cannot be written (a full disk)
-                return web.Response(status=503, headers={"Retry-After": str(DiskFull.retry_after)},
-                                    text=f"unavailable: [IO-1] the journal cannot be written ({broken})\n")
-            return web.Response(text="ok\n")
-
-        app.router.add_get("/healthz", healthz)
-        runner = await start(app, host, port, shutdown_timeout=max(1.0, drain / 3))
-        grpc_server = await _grpc_server(rx, grpc_listen) if grpc_listen else None
-        if grpc_server is not None:
-            say(f"listening grpc://{grpc_listen} (OTLP/gRPC)")
-        if publisher is not None:
-            say(f"listening http://{host}:{port} (OTLP/HTTP /v1/logs, /v1/traces), records onto {publisher.subject} "
-                f"(stream {publisher.stream}; spans on {publisher.trace_prefix}.<trace id>)")
-        else:
-            say(f"listening http://{host}:{port} (OTLP/HTTP /v1/logs, /v1/traces), runs into {outdir}")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for s in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(s, stop.set)
-        if publisher is not None:
-            reporter = asyncio.create_task(rx.reporter())
-            await stop.wait()
-            if grpc_server is not None:
-                await grpc_server.stop(grace=10)
-            await runner.shutdown()  # no new request; those under way are published and answered
-            await runner.cleanup()
-            reporter.cancel()
-            await asyncio.gather(reporter, return_exceptions=True)
-            await publisher.close()
-            return
-        tasks = [asyncio.create_task(rx.writer()), asyncio.create_task(rx.sealer()),
-                 asyncio.create_task(rx.reporter()), asyncio.create_task(rx.prober())]
-        await stop.wait()
-        deadline = time.monotonic() + drain  # SIGTERM ends within it, the disk full or not
-        if grpc_server is not None:
-            await grpc_server.stop(grace=min(10.0, drain / 3))
-        await runner.shutdown()  # no new request; those under way finish (or fail: 503) within the runner's time
-        await runner.cleanup()
-        while rx.queue.qsize() and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        rx.stopping = True  # the sealer ends after the seal under way (never cut in the middle of one)
-        tasks[2].cancel()
-        await asyncio.wait([tasks[1]], timeout=max(0.0, deadline - time.monotonic()))
-        await rx.drain(deadline)
-        for t in (tasks[0], tasks[3]):
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
     try:
-        asyncio.run(main())
+        asyncio.run(_serve_until_stopped(rx, publisher, web, host=host, port=port, grpc_listen=grpc_listen,
+                                         max_body=max_body, queue=queue, drain=drain, outdir=outdir, say=say))
     finally:
         if publisher is None:
             rx.journal.close()
@@ -1179,6 +1097,125 @@ def serve(out: str | os.PathLike[str] | None, *, listen: str = "127.0.0.1:4318",
         say(f"stopped   {rx.counts['requests']} requests, {rx.counts['records']} records, "
             f"{rx.counts['runs']} runs sealed" + rx.rejected_text())
     return {**rx.counts, "rejectedByReason": dict(sorted(rx.reasons.items()))}
+
+
+def _check_serve_options(*, grpc_listen: str | None, idle: float, max_body: int, queue: int, drain: float,
+                         dedup_window: float, subject: str | None) -> None:
+    """Refuse (CLI-2) the options of :func:`serve` out of their ranges."""
+    if grpc_listen is not None:
+        hostport(grpc_listen, "grpc_listen")
+    if idle <= 0 or max_body <= 0 or queue <= 0:
+        raise Refusal("CLI-2", "option 'idle', option 'max_body' and option 'queue' are more than 0",
+                      "option 'idle'")
+    if not 0 < drain <= 3600:
+        raise Refusal("CLI-2", "option 'drain' is more than 0 and at most 3600 seconds", "option 'drain'")
+    if not 0 <= dedup_window <= 86400:
+        raise Refusal("CLI-2", "option 'dedup_window' is 0 to 86400 seconds", "option 'dedup_window'")
+    if max_body > MAX_BODY:
+        raise Refusal("CLI-2", f"option 'max_body' is at most {MAX_BODY}", "option 'max_body'")
+    if subject is not None and not subject:
+        raise Refusal("CLI-2", "option 'subject' is not empty", "option 'subject'")
+
+
+def _bus_publisher(bus: str | None, *, bus_timeout: float, nats_auth: Any, out: Any, key: Any) -> Publisher | None:
+    """The JetStream publisher of :func:`serve` for option 'bus' (then with neither option 'out' nor option 'key'),
+    else None (then with option 'out')."""
+    publisher = None
+    if bus is not None:
+        if not 0 < bus_timeout <= 600:
+            raise Refusal("CLI-2", "option 'bus_timeout' is more than 0 and at most 600 seconds",
+                          "option 'bus_timeout'")
+        publisher = Publisher(bus, timeout=bus_timeout, nats_auth=nats_auth)
+        if out is not None or key is not None:
+            raise Refusal("CLI-2", "with option 'bus' the runs are built, sealed and signed by serve ingest (its "
+                          "option 'out' and option 'key'): give neither option 'out' nor option 'key' here",
+                          "option 'out'" if out is not None else "option 'key'")
+    elif out is None:
+        raise Refusal("CLI-2", "option 'out' (the folder where the runs go), or option 'bus' "
+                      "(nats://HOST:PORT/SUBJECT)", "option 'out'")
+    return publisher
+
+
+def _receiver_app(rx: Receiver, max_body: int, web):
+    """The aiohttp application of :func:`serve` (``web``: ``aiohttp.web``): OTLP/HTTP ``/v1/logs`` and
+    ``/v1/traces``, and ``/healthz``."""
+    app = application(max_body)
+    app.router.add_post("/v1/logs", lambda r: rx.handle(r, "logs"))
+    app.router.add_post("/v1/traces", lambda r: rx.handle(r, "traces"))
+
+    async def healthz(_r):
+        broken = getattr(rx, "broken", None)
+        if broken is not None:  # not ready: the journal cannot be written (a full disk)
+            return web.Response(status=503, headers={"Retry-After": str(DiskFull.retry_after)},
+                                text=f"unavailable: [IO-1] the journal cannot be written ({broken})\n")
+        return web.Response(text="ok\n")
+
+    app.router.add_get("/healthz", healthz)
+    return app
+
+
+async def _serve_until_stopped(rx: Receiver, publisher: Publisher | None, web, *, host: str, port: int,
+                               grpc_listen: str | None, max_body: int, queue: int, drain: float,
+                               outdir: Path | None, say: Callable[[str], None]) -> None:
+    """Listen (OTLP/HTTP, and OTLP/gRPC with ``grpc_listen``) until SIGTERM or SIGINT, then stop (:func:`_stop_bus`,
+    :func:`_stop_runs`)."""
+    if publisher is not None:
+        await publisher.connect()  # before listening: a request is taken only when it can be published
+    else:
+        rx.queue = asyncio.Queue(maxsize=queue)
+    app = _receiver_app(rx, max_body, web)
+    runner = await start(app, host, port, shutdown_timeout=max(1.0, drain / 3))
+    grpc_server = await _grpc_server(rx, grpc_listen) if grpc_listen else None
+    if grpc_server is not None:
+        say(f"listening grpc://{grpc_listen} (OTLP/gRPC)")
+    if publisher is not None:
+        say(f"listening http://{host}:{port} (OTLP/HTTP /v1/logs, /v1/traces), records onto {publisher.subject} "
+            f"(stream {publisher.stream}; spans on {publisher.trace_prefix}.<trace id>)")
+    else:
+        say(f"listening http://{host}:{port} (OTLP/HTTP /v1/logs, /v1/traces), runs into {outdir}")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for s in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(s, stop.set)
+    if publisher is not None:
+        await _stop_bus(rx, publisher, runner, grpc_server, stop)
+    else:
+        await _stop_runs(rx, runner, grpc_server, stop, drain)
+
+
+async def _stop_bus(rx: Receiver, publisher: Publisher, runner, grpc_server, stop: asyncio.Event) -> None:
+    """With option 'bus': report until stopped, then answer the requests under way and close the publisher."""
+    reporter = asyncio.create_task(rx.reporter())
+    await stop.wait()
+    if grpc_server is not None:
+        await grpc_server.stop(grace=10)
+    await runner.shutdown()  # no new request; those under way are published and answered
+    await runner.cleanup()
+    reporter.cancel()
+    await asyncio.gather(reporter, return_exceptions=True)
+    await publisher.close()
+
+
+async def _stop_runs(rx: Receiver, runner, grpc_server, stop: asyncio.Event, drain: float) -> None:
+    """With option 'out': write, seal, report and probe until stopped, then within ``drain`` seconds answer the
+    requests under way, finish the seal under way and seal the open runs (:meth:`Receiver.drain`)."""
+    tasks = [asyncio.create_task(rx.writer()), asyncio.create_task(rx.sealer()),
+             asyncio.create_task(rx.reporter()), asyncio.create_task(rx.prober())]
+    await stop.wait()
+    deadline = time.monotonic() + drain  # SIGTERM ends within it, the disk full or not
+    if grpc_server is not None:
+        await grpc_server.stop(grace=min(10.0, drain / 3))
+    await runner.shutdown()  # no new request; those under way finish (or fail: 503) within the runner's time
+    await runner.cleanup()
+    while rx.queue.qsize() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    rx.stopping = True  # the sealer ends after the seal under way (never cut in the middle of one)
+    tasks[2].cancel()
+    await asyncio.wait([tasks[1]], timeout=max(0.0, deadline - time.monotonic()))
+    await rx.drain(deadline)
+    for t in (tasks[0], tasks[3]):
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _stderr(line: str) -> None:  # pragma: no cover - the CLI's sink

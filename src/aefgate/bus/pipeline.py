@@ -119,7 +119,7 @@ def _structured(message):
     dumps, usual = jsonio.dumps, _USUAL
     sev_ok, cap_ok = mapping.SEVERITIES, mapping.CAPTURES
     root, dct, spec = mapping.TYPE_ROOT, mapping.DATACONTENTTYPE, mapping.SPECVERSION
-    type_re, rfc3339 = mapping._AEP_TYPE.fullmatch, mapping._rfc3339
+    type_re, rfc3339 = mapping.AEP_TYPE.fullmatch, mapping.rfc3339
     top = 2**31 - 1  # CloudEvents' Integer
     types: set[str] = set()  # cleared: an AEP type (B3)
     times: set[str] = set()  # cleared: RFC 3339 (B2)

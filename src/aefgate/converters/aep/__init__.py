@@ -37,12 +37,14 @@ IMPORT_OPTIONS = (
 
 
 def _to_aep(src: Any, dst: Any, **options: Any) -> Path:
+    # lazy: the converter (0.1-0.3 s of imports) when it runs, not when the registry lists it
     from aefgate.converters.aep.exporter import to_aep
 
     return to_aep(src, dst, **options)
 
 
 def _from_aep(src: Any, dst: Any, **options: Any) -> Path:
+    # lazy: the converter (0.1-0.3 s of imports) when it runs, not when the registry lists it
     from aefgate.converters.aep.importer import from_aep
 
     return from_aep(src, dst, **options)
@@ -51,6 +53,7 @@ def _from_aep(src: Any, dst: Any, **options: Any) -> Path:
 def back_options(run_dir: Path) -> dict[str, Any]:
     """The import options that bring an export of ``run_dir`` back as that run: its target mode and its seal's time
     (the run id comes back from the events' session, AEP-14)."""
+    # lazy: the converter (0.1-0.3 s of imports) when it runs, not when the registry lists it
     from aefgate.converters.fidelity import seal_time
     from aefgate.aef import jsonio
 

@@ -7,7 +7,10 @@ order with deterministic ids; :func:`to_aep` writes them as JSONL, :func:`to_clo
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import secrets
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,8 @@ from aefgate.converters.checks import verified
 from aefgate.errors import EXIT_INTEGRITY, Refusal
 from aefgate.aef import jsonio
 from aefgate.aef.onepass import LineMapper
+from aefgate.aef.overlays import verify_chain
+from aefgate.aef.seal import read_seal_lean
 from aefgate.fsutil import append_file, atomic_file, check_file_destination
 from aefgate.converters.aep.vocabulary import (
     AEP_VERSION, EXT_KEY, OVERLAY_SEVERITY, T_EVAL, T_FEEDBACK, T_GUARD, _AEF_COPY, _AEF_KEYS, _CONTROL,
@@ -89,8 +94,6 @@ class _Export:
         except OSError:  # withheld ([OVL-10]): no explanation
             return None
         if self.check_blobs:  # read beside the verification (aefgate.bus.pipeline): the bytes are the blob's name
-            import hashlib
-
             if hashlib.sha256(data).hexdigest() != hexd.lower():
                 raise Refusal("AEP-1", "the run changed after it was verified", f"blobs/sha256/{hexd[:2]}/{hexd}",
                               exit_code=EXIT_INTEGRITY)
@@ -163,7 +166,7 @@ def _traceparent(line: Mapping[str, Any]) -> str | None:
 
 
 class _Options:
-    """The export's options, checked (:func:`_check_options`)."""
+    """The export's options, checked (:func:`check_options`)."""
 
     __slots__ = ("root", "level", "host", "cmap", "agent")
 
@@ -197,8 +200,6 @@ def export_context(opts: _Options, run_hash: str, run: dict | None = None) -> tu
                                                                                    Any]:
     """What follows the verification: the run header (``run``, when the caller read run.json itself), the
     ceiling (AEP-8), the agent (AEP-3), the overlay decisions (AEP-12); ``run_hash`` names the events (AEP-4)."""
-    from aefgate.aef.overlays import verify_chain
-
     root, level, agent = opts.root, opts.level, opts.agent
     if run is None:
         run = jsonio.read_json(root / "run.json")
@@ -246,8 +247,6 @@ def export_events(
     the host of ``source`` (AEP-3), ``cause_map`` maps resultIds or caseIds to assessed event ids (AEP-7),
     ``policy`` is the trust policy the verification uses for withheld blobs.
     """
-    import tempfile
-
     spool = tempfile.TemporaryFile(prefix="aefgate-export-")
     try:
         mapper = _one_pass(run_dir, spool, _encode, {"max_capture": max_capture, "agent": agent,
@@ -266,9 +265,9 @@ def _one_pass(run_dir: str | os.PathLike[str], out, encode, options: Mapping[str
     The mapper holds what the decision events need (AEP-12)."""
     opts = {k: v for k, v in options.items() if v is not None}
     policy = opts.pop("policy", None)
-    checked = _check_options(run_dir, **opts)
-    mapper = _AepMapper(checked, _sealed_run_hash(checked.root), encode, out, parts)
-    _verified(checked.root, mapper, policy)
+    checked = check_options(run_dir, **opts)
+    mapper = _AepMapper(checked, sealed_run_hash(checked.root), encode, out, parts)
+    verify_for_export(checked.root, mapper, policy)
     return mapper
 
 
@@ -290,7 +289,7 @@ def _spooled(spool, mapper: "_AepMapper") -> Iterator[dict]:
             yield decode(raw)
     finally:
         spool.close()
-    yield from _decision_events(mapper.ctx, mapper.decisions, mapper.seen, mapper.redact)
+    yield from decision_events(mapper.ctx, mapper.decisions, mapper.seen, mapper.redact)
 
 
 def result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
@@ -302,9 +301,7 @@ def result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
     envelope) is made as :class:`_EvalEvent` / :class:`_EvalData` structs instead of dicts; they encode to the same
     bytes as the dicts (the same members in the same order, the constant members pre-encoded once)."""
     if structs:
-        k_aep, k_source, k_agent, k_session, k_capture = (
-            msgspec.Raw(_LINES_ENCODER.encode(v)) for v in (AEP_VERSION, ctx.source, ctx.agent, ctx.run_id,
-                                                            ctx.ceiling))
+        k_aep, k_source, k_agent, k_session, k_capture = _raw_constants(ctx)
         unset = msgspec.UNSET
     text = ctx.text
     prefix = ctx.prefix
@@ -342,16 +339,7 @@ def result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
                 if score is not None and "label" in score:
                     a["scoreLabel"] = score["label"]
             if human:  # AEP-2: a person's judgment is feedback (AEP-0009 §4)
-                data: dict[str, Any] = {}
-                if score is not None:
-                    data["rating"] = score["value"]
-                    a["metric"] = score["metric"]
-                data["label"] = state
-                if expl is not None:
-                    data["comment"] = expl
-                data["source"] = "human"
-                a["evaluator"] = evaluator  # the feedback type has no evaluator field (AEP-10)
-                data["aef"] = a
+                data = _feedback_data(a, score, state, expl, evaluator)
                 eid, etype = f"{prefix}{rid}-f{k}", T_FEEDBACK
             elif fast:  # the common event as structs: the same members in the same order, no dicts
                 eid = f"{prefix}{rid}-e{k}"
@@ -364,14 +352,7 @@ def result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
                 ctx.seq += 1
                 continue
             else:
-                data = {"gen_ai.evaluation.name": score["metric"] if score is not None else line["path"]}
-                if score is not None:
-                    data["gen_ai.evaluation.score.value"] = score["value"]
-                data["gen_ai.evaluation.score.label"] = state
-                if expl is not None:
-                    data["gen_ai.evaluation.explanation"] = expl
-                data["evaluator"] = evaluator
-                data["aef"] = a
+                data = _evaluation_data(a, score, line["path"], state, expl, evaluator)
                 eid, etype = f"{prefix}{rid}-e{k}", T_EVAL
             if first_id is None:
                 first_id = eid
@@ -389,6 +370,44 @@ def result_events(ctx: _Export, lines: Iterable[dict], targets: set[str],
             yield redact(ev, "redacted") if redact is not None else ev
         if rid in targets:
             seen_targets[rid] = (case, line["path"], line.get("trial"), first_id)
+
+
+def _raw_constants(ctx: _Export) -> tuple[msgspec.Raw, ...]:
+    """The struct path's constant envelope members (``aep``, ``source``, ``agent``, ``session``, ``capture``),
+    encoded once."""
+    return tuple(msgspec.Raw(_LINES_ENCODER.encode(v)) for v in (AEP_VERSION, ctx.source, ctx.agent, ctx.run_id,
+                                                                 ctx.ceiling))
+
+
+def _feedback_data(a: dict, score: Mapping[str, Any] | None, state: str, expl: str | None,
+                   evaluator: str) -> dict[str, Any]:
+    """AEP-2, AEP-10: the ``data`` of a person's judgment, a feedback event (AEP-0009 §4); the evaluator and the
+    metric ride in ``aef`` (the feedback type has no field for them)."""
+    data: dict[str, Any] = {}
+    if score is not None:
+        data["rating"] = score["value"]
+        a["metric"] = score["metric"]
+    data["label"] = state
+    if expl is not None:
+        data["comment"] = expl
+    data["source"] = "human"
+    a["evaluator"] = evaluator
+    data["aef"] = a
+    return data
+
+
+def _evaluation_data(a: dict, score: Mapping[str, Any] | None, path: str, state: str, expl: str | None,
+                     evaluator: str) -> dict[str, Any]:
+    """AEP-2: the ``data`` of an evaluation event (one score, or the line's state without one)."""
+    data: dict[str, Any] = {"gen_ai.evaluation.name": score["metric"] if score is not None else path}
+    if score is not None:
+        data["gen_ai.evaluation.score.value"] = score["value"]
+    data["gen_ai.evaluation.score.label"] = state
+    if expl is not None:
+        data["gen_ai.evaluation.explanation"] = expl
+    data["evaluator"] = evaluator
+    data["aef"] = a
+    return data
 
 
 def decision_events(ctx: _Export, decisions: list[dict], seen_targets: dict[str, tuple[str, str, Any, str]],
@@ -471,13 +490,11 @@ def _write_jsonl(run_dir: str | os.PathLike[str], out: Path, options: Mapping[st
     """The export's lines (``encode`` of each batch of events) written atomically at ``out`` in one pass over the
     run (:mod:`aefgate.aef.onepass`): the run is verified while its events are made and written to a
     temporary sibling of ``out``, which is moved into place only when the run verifies intact (AEP-1)."""
-    import secrets
-
     parts = out.parent / f".{out.name}.part-{secrets.token_hex(4)}"
     try:
         with atomic_file(out) as f:
             mapper = _one_pass(run_dir, f, encode, _export_options(options), parts)
-            tail = list(_decision_events(mapper.ctx, mapper.decisions, mapper.seen, mapper.redact))
+            tail = list(decision_events(mapper.ctx, mapper.decisions, mapper.seen, mapper.redact))
             if tail:
                 f.write(encode(tail))
     finally:  # the part files of ranges never appended (a refusal, an error)
@@ -492,8 +509,6 @@ def _write_jsonl(run_dir: str | os.PathLike[str], out: Path, options: Mapping[st
 def sealed_run_hash(root: Path) -> str | None:
     """The run hash seal.json names (AEP-4 names the events after it), or None when there is none to read: then
     nothing is mapped, and the verification refuses the run (only an intact run is exported)."""
-    from aefgate.aef.seal import read_seal_lean
-
     try:
         reading = read_seal_lean(root)
     except Exception:  # noqa: BLE001 - any seal that does not read: the verification reports it
@@ -521,7 +536,7 @@ class _AepMapper(LineMapper):
     def begin(self, run: dict, summary: dict | None) -> None:
         if self.run_hash is None:
             raise Refusal("AEP-1", "the run has no seal to name its events by", "seal.json", exit_code=EXIT_INTEGRITY)
-        self.ctx, self.decisions, self.targets, self.redact = _context(self.opts, self.run_hash, run)
+        self.ctx, self.decisions, self.targets, self.redact = export_context(self.opts, self.run_hash, run)
         self.ctx.check_blobs = True  # a blob is read before the verification hashed it: it must hash to its name
         self.pid = os.getpid()  # a worker process (another pid) writes its lines to part files
 
@@ -540,7 +555,7 @@ class _AepMapper(LineMapper):
         else:
             blobs = []
             batch: list[dict] = []
-            for ev in _result_events(ctx, docs, self.targets, seen, self.redact):
+            for ev in result_events(ctx, docs, self.targets, seen, self.redact):
                 batch.append(ev)
                 if len(batch) >= _BATCH:
                     blobs.append(encode(batch))
@@ -581,7 +596,7 @@ def _encode(batch: list[dict]) -> bytes:
 
 
 class _EvalData(msgspec.Struct, gc=False):
-    """The ``data`` of an evaluation event, as :func:`_result_events` builds it as a dict (the members in the
+    """The ``data`` of an evaluation event, as :func:`result_events` builds it as a dict (the members in the
     same order; ``UNSET`` is omitted, as the dict omits the member: a JSON null is written as null)."""
 
     name: Any = msgspec.field(name="gen_ai.evaluation.name")
@@ -593,7 +608,7 @@ class _EvalData(msgspec.Struct, gc=False):
 
 
 class _EvalEvent(msgspec.Struct, gc=False):
-    """The plain envelope of an evaluation event (the dict literal of :func:`_result_events`, members in order);
+    """The plain envelope of an evaluation event (the dict literal of :func:`result_events`, members in order);
     the constant members are ``msgspec.Raw``, encoded once per export."""
 
     aep: Any
@@ -614,7 +629,7 @@ class _EvalEvent(msgspec.Struct, gc=False):
 def _encode_fast(ctx: _Export, docs: list[dict], targets: set[str],
                  seen: dict[str, tuple[str, str, Any, str]]) -> list[bytes]:
     """The bytes :func:`_encode` gives for the events of the result lines ``docs`` (no redaction), ``_BATCH`` lines
-    at a time, the common events made as structs (:func:`_result_events` with ``structs``), one encoder call a
+    at a time, the common events made as structs (:func:`result_events` with ``structs``), one encoder call a
     batch. A batch whose bytes hold ``null`` (a null, or the word in a string) is made again by the dict path and
     :func:`_encode`, which writes it event by event and refuses a non-finite number, as ``jsonio.dump_line`` does."""
     encode_lines = _LINES_ENCODER.encode_lines
@@ -623,11 +638,11 @@ def _encode_fast(ctx: _Export, docs: list[dict], targets: set[str],
         chunk = docs[i:i + _BATCH]
         seq0 = ctx.seq
         noted: dict[str, tuple[str, str, Any, str]] = {}
-        blob = encode_lines(list(_result_events(ctx, chunk, targets, noted, None, structs=True)))
+        blob = encode_lines(list(result_events(ctx, chunk, targets, noted, None, structs=True)))
         if b"null" in blob:
             ctx.seq = seq0
             noted = {}
-            blob = _encode(list(_result_events(ctx, chunk, targets, noted, None)))
+            blob = _encode(list(result_events(ctx, chunk, targets, noted, None)))
         if noted:
             seen.update(noted)
         blobs.append(blob)
@@ -651,7 +666,7 @@ def _guard_count(line: Mapping[str, Any]) -> int:
 
 
 def _count_events(data: bytes) -> int:
-    """The events of whole result lines, as :func:`_result_events` gives them (a score each, or one for a line
+    """The events of whole result lines, as :func:`result_events` gives them (a score each, or one for a line
     without scores; one more for a guardrail), read with a decoder that skips every other member. A line that
     does not decode counts nothing here: it is refused when it is checked."""
     lines = data.count(b"\n")
@@ -710,6 +725,7 @@ def to_cloudevents(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[
     """AEP-18: the run's events as CloudEvents (AEP-0005), one per line, written atomically: ``structured`` (the
     JSON event format) or ``binary`` (the HTTP binary-mode message, ``{"headers", "body"}``, as the bridge's
     event-file converter writes it: docs/design/cloudevents-bridge.md)."""
+    # lazy: the CloudEvents SDK (about 25 ms to import) only for this export, not for every AEP export or the bus
     from aefgate.formats.cloudevents.ndjson import check_mode, line_value
 
     if mode is None:
@@ -752,10 +768,4 @@ def _export_options(options: Mapping[str, Any]) -> dict:
 
 # The streaming seam the bus uses (aefgate.bus.pipeline, the forked producer of `publish`), in its order:
 # check_options -> sealed_run_hash -> verify_for_export(root, mapper) -> export_context (in the mapper's begin) ->
-# result_events over the checked lines -> decision_events. The private names are this module's own (and its tests').
-_check_options = check_options
-_context = export_context
-_verified = verify_for_export
-_result_events = result_events
-_decision_events = decision_events
-_sealed_run_hash = sealed_run_hash
+# result_events over the checked lines -> decision_events (docs/design/bus.md). Everyone else uses export_events.

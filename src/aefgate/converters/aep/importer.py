@@ -6,6 +6,7 @@ line by ``specversion``) -> an imported AEF run written by RunBuilder and sealed
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,10 @@ from urllib.parse import quote
 from aefgate.errors import Refusal
 from aefgate.progress import task as progress_task
 from aefgate.aef import jsonio
+from aefgate.aef.builder import RunBuilder, _where
+from aefgate.aef.resultid import result_id
+from aefgate.aef.sealer import NotVerified
+from aefgate.aef.signatures import load_private_key
 from aefgate.aef.times import parse_time
 from aefgate.aef.vocab import STATES, TYPED_ABSENCES
 from aefgate.fsutil import check_destination, input_file_problem
@@ -354,8 +359,6 @@ def _subject_ref(agent: str) -> str:
 
 def _trees(imp: _Importer, level: str) -> list[tuple[str, tuple, dict]]:
     """AEP-15: the roots (case, marker, node tree) in the order their lines first came; rollups last."""
-    from aefgate.aef.resultid import result_id
-
     nodes: dict[tuple, dict] = {}
     by_rid: dict[str, tuple] = {}  # the result ids the exporting run gave (RES-4 over the session's runId)
     for key, ln in imp.lines.items():
@@ -414,8 +417,6 @@ def import_events(
             where, ev = f"{name}:{i}", item
         imp.take(ev, where)
     if imp.skipped_major:  # AEP-0003 §3.1: skipped, reported once
-        import warnings
-
         warnings.warn(f"{name}: {imp.skipped_major} event(s) of an unsupported AEP major version were skipped",
                       stacklevel=2)
     return _write(imp, out, at=at, key=key, run_id=run_id, target_mode=target_mode or "live", name=name)
@@ -423,9 +424,6 @@ def import_events(
 
 def _write(imp: _Importer, out: Path, *, at: str | None, key: Any, run_id: str | None, target_mode: str,
            name: str) -> Path:
-    from aefgate.aef.builder import RunBuilder
-    from aefgate.aef.sealer import NotVerified
-
     if not imp.lines:
         raise Refusal("AEP-14", "no assessment event to import", name)
     if len(imp.sessions) > 1 and run_id is None:
@@ -456,8 +454,6 @@ def _write(imp: _Importer, out: Path, *, at: str | None, key: Any, run_id: str |
         asserted.insert(0, "runId")
     signing_key = None
     if key is not None:
-        from aefgate.aef.signatures import load_private_key
-
         signing_key = load_private_key(key) if isinstance(key, (str, os.PathLike)) else key
     trees = _trees(imp, level)
     # the summary request: one lane per lane met ("main" without one), one entry per scored metric and path
@@ -501,8 +497,6 @@ def _at_event(e: Refusal, imp: _Importer, case: str, marker: tuple, node: dict) 
     """A refusal of RunBuilder for a line made from events (a member of ``aef`` of the wrong shape, say): the same
     rule and message, placed at the event that gave the line (``file:line``), the line's own place in the message.
     The line is found by the place the builder gives it (``builder._where``) in the tree being added."""
-    from aefgate.aef.builder import _where
-
     where = e.where or ""
     stack = [node]
     while stack:

@@ -19,6 +19,7 @@ __all__ = ["CONVERTERS", "LOSSES_FROM_OTEL", "LOSSES_TO_OTEL", "back_options", "
 
 
 def _import(src: Any, dst: Any, *, traces: str | None = None, run_id: str | None = None, **options: Any) -> Path:
+    # lazy: the converter (0.1-0.3 s of imports) when it runs, not when the registry lists it
     from aefgate.converters.otel.importer import from_otel
 
     if "from" in options:
@@ -29,6 +30,7 @@ def _import(src: Any, dst: Any, *, traces: str | None = None, run_id: str | None
 
 def _export(src: Any, dst: Any, *, aigp: bool = False, name_from: str | None = None,
             service_name: str | None = None, **_: Any) -> Path:
+    # lazy: the converter (0.1-0.3 s of imports) when it runs, not when the registry lists it
     from aefgate.converters.otel.exporter import to_otel
 
     return to_otel(src, dst, aigp=bool(aigp), name_from=name_from or "summary", service_name=service_name)
@@ -38,6 +40,7 @@ def back_options(run_dir: Path) -> dict[str, Any]:
     """The import options that bring an export of ``run_dir`` back as close to it as the page allows: its subject,
     target mode, content capture and seal time. The run id and the paths cannot come back (the page: the importer
     builds them), so the lines are paired by :func:`match_lines`."""
+    # lazy: the converter (0.1-0.3 s of imports) when it runs, not when the registry lists it
     from aefgate.converters.fidelity import seal_time
     from aefgate.aef import jsonio
 
@@ -51,6 +54,7 @@ def back_options(run_dir: Path) -> dict[str, Any]:
 def match_lines(run_dir: Path) -> Callable[[dict, bool], Hashable]:
     """How a line of the original and a line that came back are the same result: the case, the trial and the
     metric (the event's name; a line without scores is named after its summary entry's metric, OT-1)."""
+    # lazy: the converter (0.1-0.3 s of imports) when it runs, not when the registry lists it
     from aefgate.converters.otel.exporter import _summary_names
 
     from aefgate.aef import jsonio

@@ -19,11 +19,24 @@ from typing import Any
 
 from aefgate.formats.otlp import attributes, value_of
 
-__all__ = ["EVENT", "RUN_ID_KEY", "TRIAL", "TRIALS_AGGREGATION", "TRIALS_K", "event_name", "group_key",
-           "is_evaluation", "result_mark", "run_id_part"]
+__all__ = ["AGENT_ID", "CASE_NAME", "ERROR_TYPE", "EVALUATION_NAME", "EVALUATOR_TYPE", "EVENT", "EXPLANATION",
+           "RESPONSE_ID", "RUN_ID_KEY", "SCORE_LABEL", "SCORE_VALUE", "SERVICE_NAME", "TRIAL", "TRIALS_AGGREGATION",
+           "TRIALS_K", "event_name", "group_key", "is_evaluation", "result_mark", "run_id_part"]
 
 EVENT = "gen_ai.evaluation.result"
 RUN_ID_KEY = "test.suite.run.id"
+#: the attribute keys of an evaluation event and of its resource and parent span, as the semantic conventions name
+#: them (interop/opentelemetry.md): one definition, for the importer and the exporter
+EVALUATION_NAME = "gen_ai.evaluation.name"
+SCORE_VALUE = "gen_ai.evaluation.score.value"
+SCORE_LABEL = "gen_ai.evaluation.score.label"
+EXPLANATION = "gen_ai.evaluation.explanation"
+EVALUATOR_TYPE = "gen_ai.evaluation.evaluator.type"
+ERROR_TYPE = "error.type"
+CASE_NAME = "test.case.name"
+RESPONSE_ID = "gen_ai.response.id"
+AGENT_ID = "gen_ai.agent.id"
+SERVICE_NAME = "service.name"
 TRIAL = "aefgate.trial"
 TRIALS_AGGREGATION = "aefgate.trials.aggregation"
 TRIALS_K = "aefgate.trials.k"

@@ -21,17 +21,36 @@ Each record: ``timeUnixNano`` (the line's ``endedAt``, else ``startedAt``), ``ev
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-import hashlib
+import msgspec
 
-from aefgate.converters.otel.conventions import EVENT, TRIAL, TRIALS_AGGREGATION, TRIALS_K, is_evaluation
-from aefgate.aef.onepass import LineMapper
-from aefgate.errors import Refusal
 from aefgate.aef import jsonio
+from aefgate.aef.onepass import LineMapper
+from aefgate.aef.runfs import blob_path
+from aefgate.converters.aigp import calibrated_models, grader_of, otel_attributes
+from aefgate.converters.checks import verified
+from aefgate.converters.otel.conventions import (
+    CASE_NAME,
+    ERROR_TYPE,
+    EVALUATION_NAME,
+    EVENT,
+    EXPLANATION,
+    SCORE_LABEL,
+    SCORE_VALUE,
+    SERVICE_NAME,
+    TRIAL,
+    TRIALS_AGGREGATION,
+    TRIALS_K,
+    is_evaluation,
+)
+from aefgate.errors import Refusal
 from aefgate.formats.otlp import time_to_nanos
+from aefgate.fsutil import atomic_file, check_file_destination, parents_for
 from aefgate.net.otlp_http import send
 
 __all__ = ["export_records", "send_otel", "to_otel"]
@@ -63,8 +82,6 @@ def _explanation(root: Path, line: dict, content_on: bool, where: str) -> str | 
     reasoning = line.get("reasoning")
     if not isinstance(reasoning, dict) or "blob" not in reasoning:
         return None
-    from aefgate.aef.runfs import blob_path
-
     hexd = reasoning["blob"].split(":", 1)[1]
     p = root / blob_path(hexd)
     if p.stat().st_size > MAX_REASONING:
@@ -100,10 +117,6 @@ def export_records(run_dir: str | os.PathLike[str], *, aigp: bool = False,
     yielded. With ``aigp``, each record also carries the line's AIGP grader as ``aigp.grader.type`` /
     ``aigp.grader.confidence`` (docs/mappings/aigp.md; off by default: the page maps ``annotator.kind`` to nothing,
     and its checked examples are written without them)."""
-    import tempfile
-
-    import msgspec
-
     spool = tempfile.TemporaryFile(prefix="aefgate-otel-")
     try:
         _one_pass(Path(run_dir), spool, aigp, name_from, service_name, service_from_subject)
@@ -135,8 +148,6 @@ def subject_service(run: dict) -> str | None:
 def _one_pass(root: Path, out, aigp: bool, name_from: str = "summary", service_name: str | None = None,
               from_subject: bool = False) -> None:
     """Verify the run (OT-8) while its records are written to ``out`` (JSON lines)."""
-    from aefgate.converters.checks import verified
-
     if name_from not in NAME_FROM:
         raise Refusal("CLI-2", f"option 'name_from' is summary or path, not {name_from!r}", "option 'name_from'")
     if service_name is not None and not service_name:
@@ -156,8 +167,6 @@ class _OtelMapper(LineMapper):
         self.service_name, self.from_subject = service_name, from_subject
 
     def begin(self, run: dict, summary: dict | None) -> None:
-        from aefgate.converters.aigp import calibrated_models
-
         self.calibrated = calibrated_models(run)
         service = ((run.get("subject") or {}).get("telemetry") or {}).get("serviceName")
         if self.service_name is not None:
@@ -166,7 +175,7 @@ class _OtelMapper(LineMapper):
             service = service or subject_service(run)
         self.content_on = run.get("contentCapture") != "off"
         self.names = _summary_names(summary)
-        self.resource = {"resource": {"attributes": [_s("service.name", service)]}} if service else {}
+        self.resource = {"resource": {"attributes": [_s(SERVICE_NAME, service)]}} if service else {}
 
     def map(self, lines: list[tuple[int, dict]], base: int | None) -> bytes:
         return b"".join([jsonio.dump_line(self.record(lineno, line)) for lineno, line in lines])
@@ -175,8 +184,6 @@ class _OtelMapper(LineMapper):
         self.out.write(payload)
 
     def record(self, lineno: int, line: dict) -> dict:
-        from aefgate.converters.aigp import grader_of, otel_attributes
-
         where = f"results.ndjson:{lineno}"
         head: dict[str, Any] = {}
         nanos = _nanos(line, where)
@@ -188,13 +195,13 @@ class _OtelMapper(LineMapper):
             head["traceId"] = link["traceId"]
             if link.get("spanId"):
                 head["spanId"] = link["spanId"]
-        tail = [_s("gen_ai.evaluation.score.label", line["state"])]
+        tail = [_s(SCORE_LABEL, line["state"])]
         if line["state"] == "error":
-            tail.append(_s("error.type", "_OTHER"))
+            tail.append(_s(ERROR_TYPE, "_OTHER"))
         expl = _explanation(self.root, line, self.content_on, where)
         if expl is not None:
-            tail.append(_s("gen_ai.evaluation.explanation", expl))
-        tail.append(_s("test.case.name", line["caseId"]))
+            tail.append(_s(EXPLANATION, expl))
+        tail.append(_s(CASE_NAME, line["caseId"]))
         if "trial" in line:  # aefgate's attributes for trials (docs/mappings/otel.md; the conventions have none)
             tail.append({"key": TRIAL, "value": {"intValue": str(line["trial"])}})
         elif "trials" in line:
@@ -207,8 +214,8 @@ class _OtelMapper(LineMapper):
         scores = line.get("scores") or []
         if scores:
             for s in scores:
-                attrs = [_s("gen_ai.evaluation.name", s["metric"]),
-                         {"key": "gen_ai.evaluation.score.value", "value": {"doubleValue": s["value"]}}]
+                attrs = [_s(EVALUATION_NAME, s["metric"]),
+                         {"key": SCORE_VALUE, "value": {"doubleValue": s["value"]}}]
                 records.append({**head, "attributes": attrs + tail})
         else:
             name = self.names.get(line["path"])
@@ -218,7 +225,7 @@ class _OtelMapper(LineMapper):
                 raise Refusal("OT-1", f"a line without scores at {line['path']!r}, and no summary entry names "
                                       "its metric: the event has no name (option 'name_from=path' names it "
                                       "after the line's path)", where)
-            records.append({**head, "attributes": [_s("gen_ai.evaluation.name", name)] + tail})
+            records.append({**head, "attributes": [_s(EVALUATION_NAME, name)] + tail})
         return {"resourceLogs": [{**self.resource, "scopeLogs": [{"scope": {"name": SCOPE}, "logRecords": records}]}]}
 
 
@@ -226,8 +233,6 @@ def to_otel(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], *
             name_from: str = "summary", service_name: str | None = None) -> Path:
     """The run's evaluation events as an OTLP/JSON logs file (one ``LogsData`` per line), written atomically:
     nothing appears at ``out_path`` unless every line was exported."""
-    from aefgate.fsutil import atomic_file, check_file_destination, parents_for
-
     out = Path(out_path)
     check_file_destination(out, (run_dir,))
     with parents_for(out), atomic_file(out) as f:

@@ -33,18 +33,50 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import pickle
+import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
-from aefgate.converters.checks import check_import_options
-from aefgate.converters.otel.conventions import (RUN_ID_KEY, TRIAL, TRIALS_AGGREGATION, TRIALS_K, group_key,
-                                            is_evaluation, result_mark, run_id_part)
-from aefgate.converters.aigp import annotator_kind
-from aefgate.errors import Refusal
 from aefgate.aef import jsonio
-from aefgate.aef.vocab import TRIAL_AGGREGATIONS
-from aefgate.aef.vocab import STATES, TYPED_ABSENCES
-from aefgate.formats.otlp import attributes, is_null_id, iter_file, nanos_to_time, value_of
+from aefgate.aef.builder import RunBuilder
+from aefgate.aef.sealer import NotVerified
+from aefgate.aef.signatures import signing_key_of
+from aefgate.aef.times import now, parse_time
+from aefgate.aef.verifier import in_one_process
+from aefgate.aef.vocab import STATES, TRIAL_AGGREGATIONS, TYPED_ABSENCES
+from aefgate.converters.aigp import annotator_kind
+from aefgate.converters.checks import check_import_options
+from aefgate.converters.otel.conventions import (
+    AGENT_ID,
+    CASE_NAME,
+    ERROR_TYPE,
+    EVALUATION_NAME,
+    EVALUATOR_TYPE,
+    EXPLANATION,
+    RESPONSE_ID,
+    RUN_ID_KEY,
+    SCORE_LABEL,
+    SCORE_VALUE,
+    SERVICE_NAME,
+    TRIAL,
+    TRIALS_AGGREGATION,
+    TRIALS_K,
+    group_key,
+    is_evaluation,
+    result_mark,
+    run_id_part,
+)
+from aefgate.errors import Refusal
+from aefgate.formats.otlp import (
+    attributes,
+    is_null_id,
+    iter_file,
+    nanos_to_time,
+    value_of,
+)
+from aefgate.fsutil import check_destination, input_file_problem
 from aefgate.progress import task as progress_task
 
 __all__ = ["EventCheck", "Unplaceable", "from_otel", "input_files"]
@@ -63,8 +95,6 @@ def input_files(path: str | os.PathLike[str]) -> list[Path]:
         return files
     if not p.exists():
         raise Refusal("CLI-1", "no such file", str(p))
-    from aefgate.fsutil import input_file_problem
-
     problem = input_file_problem(p)
     if problem:
         raise Refusal("CLI-1", problem, str(p))
@@ -139,7 +169,7 @@ class _Events:
             if not isinstance(rl, dict):
                 raise Refusal("OTLP-1", "a resourceLogs entry is an object", where)
             res = attributes((rl.get("resource") or {}).get("attributes"))
-            service = value_of(res.get("service.name"))
+            service = value_of(res.get(SERVICE_NAME))
             res_run = value_of(res.get(RUN_ID_KEY))
             if isinstance(rl.get("schemaUrl"), str) and rl["schemaUrl"]:
                 self.schema_urls.setdefault(rl["schemaUrl"], None)
@@ -158,7 +188,7 @@ class _Events:
                     if self.group is not None and gk != self.group:
                         continue
                     if not self.content_on and (value_of(rec.get("body")) not in (None, "") or
-                                                "gen_ai.evaluation.explanation" in a):
+                                                EXPLANATION in a):
                         raise Refusal("content-capture", "contentCapture is off, and the record carries content (an "
                                       "explanation or a body): a run that keeps no content cannot hold it in "
                                       "logs.otlp.jsonl ([SEC-6])", where)
@@ -201,7 +231,7 @@ class _Events:
             if e.rule == "OTLP-1":
                 raise
             raise Unplaceable(e.rule, e.message, where, case=self._case(rec, a, where),
-                              evaluation=_nonempty(value_of(a.get("gen_ai.evaluation.name"), where))) from None
+                              evaluation=_nonempty(value_of(a.get(EVALUATION_NAME), where))) from None
         self.seen.add(mark)
         self._note(line, rec)
         self.events += 1
@@ -210,8 +240,8 @@ class _Events:
     def _case(self, rec: dict, a: dict, where: str = "") -> str | None:
         """The event's case: ``test.case.name``, else ``gen_ai.response.id``, else its parent span's response id
         (from the traces), else the parent span's id (aefgate's extension); None for an event without a parent."""
-        case = (_nonempty(value_of(a.get("test.case.name"), where))
-                or _nonempty(value_of(a.get("gen_ai.response.id"), where)))
+        case = (_nonempty(value_of(a.get(CASE_NAME), where))
+                or _nonempty(value_of(a.get(RESPONSE_ID), where)))
         if case is None and not is_null_id(rec.get("spanId")) and not is_null_id(rec.get("traceId")):
             tid, sid = str(rec["traceId"]).lower(), str(rec["spanId"]).lower()
             case = self.span_cases.get((tid, sid)) or sid
@@ -233,7 +263,9 @@ class _Events:
             self.spans.add((tl["traceId"], tl["spanId"]))
 
     def _line(self, rec: dict, a: dict, where: str) -> dict[str, Any]:
-        name = value_of(a.get("gen_ai.evaluation.name"), where)
+        """The event's line, with the importer's notes (``_nanos``, ``_observed``, ``_where``, ``_trial``,
+        ``_rollup``): its case and metric, its state and score (OT-5, OT-6), its time and its trace link."""
+        name = value_of(a.get(EVALUATION_NAME), where)
         if not isinstance(name, str) or not name:
             raise Refusal("OT-6", "an evaluation event without gen_ai.evaluation.name", where)
         case = self._case(rec, a, where)
@@ -241,91 +273,111 @@ class _Events:
             raise Refusal("OT-6", f"the event {name!r} names no case (neither test.case.name nor "
                                   "gen_ai.response.id, and no parent span)", where)
         trial, rollup = _trial_of(a, where)
-        value = value_of(a.get("gen_ai.evaluation.score.value"), where)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise Refusal("OT-6", f"gen_ai.evaluation.score.value is a number, not {value!r}", where)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise Refusal("OT-6", f"gen_ai.evaluation.score.value is {value!r}: a score is a finite number ([ENC-3])",
-                          where)
-        label = value_of(a.get("gen_ai.evaluation.score.label"), where)
-        if label is not None and not isinstance(label, str):
-            raise Refusal("OT-6", "gen_ai.evaluation.score.label is a string", where)
-        expl = value_of(a.get("gen_ai.evaluation.explanation"), where)
-        if expl is not None and not isinstance(expl, str):
-            raise Refusal("OT-6", "gen_ai.evaluation.explanation is a string", where)
-        etype = value_of(a.get("error.type"), where)
+        value, label, expl, etype = _measured(a, where)
         line: dict[str, Any] = {"caseId": case, "path": name, "evaluator": {"id": name}}
-        # who graded, when the event says (docs/mappings/aigp.md): OpenTelemetry's proposed evaluator type (PR #359:
-        # llm_judge, deterministic, human), else aefgate's aigp.grader.type (export otel --aigp); COMPOSITE is a
-        # result tree's, not an annotator's, and is not read back
-        kind = annotator_kind(value_of(a.get("gen_ai.evaluation.evaluator.type"), where))
-        if kind is None and value_of(a.get("aigp.grader.type"), where) != "COMPOSITE":
-            kind = annotator_kind(value_of(a.get("aigp.grader.type"), where))
+        kind = _annotator_kind(a, where)
         if kind is not None:
             line["annotator"] = {"kind": kind}
-        score: dict[str, Any] | None = None
-        if etype is not None:  # OT-5
-            if value is not None:
-                raise Refusal("OT-6", "error.type beside a value: an evaluation that ended in an error has no score",
-                              where)
-            if label not in (None, "error"):
-                raise Refusal("OT-6", f"the label {label!r} beside error.type: only error can stand there", where)
-            line["state"] = "error"
-            line["reason"] = expl if expl else str(etype)
-        elif label in STATES:
-            if label == "pending":
-                raise Refusal("OT-6", "the label pending: an imported run is closed, nothing in it is pending", where)
-            if label in TYPED_ABSENCES:
-                if value is not None:
-                    raise Refusal("OT-6", f"the typed absence {label} with a value", where)
-                if not expl and self.content_on:
-                    raise Refusal("OT-6", f"the typed absence {label} without an explanation (its reason, RES-2)",
-                                  where)
-                if not expl:  # aefgate's extension: under contentCapture off the export writes none (OT-3)
-                    line["reason"] = NO_CONTENT_REASON.format(state=label)
-            line["state"] = label
-            if value is not None:
-                score = {"metric": name, "value": value}
-        elif label is not None:
-            if value is None:
-                raise Refusal("OT-6", f"the label {label!r} is not a state name, and the event has no value", where)
-            line["state"] = "scored"
-            score = {"metric": name, "value": value, "label": label[:MAX_LABEL]}
-        elif value is not None:
-            line["state"] = "scored"
-            score = {"metric": name, "value": value}
-        else:
-            raise Refusal("OT-6", "nothing measured: no label, no value and no error.type", where)
+        score = _state(line, name, value, label, expl, etype, self.content_on, where)
         if expl and "reason" not in line:
             line["reason"] = expl[:MAX_REASON]
         elif "reason" in line:
             line["reason"] = line["reason"][:MAX_REASON]
         if score is not None:
             line["scores"] = [score]
-        # the event's time; OpenTelemetry's log data model: the observed time when the event's is missing (or 0)
-        stamp = rec.get("timeUnixNano")
-        observed = False
-        if stamp in (None, "", 0, "0"):
-            stamp = rec.get("observedTimeUnixNano")
-            observed = stamp not in (None, "", 0, "0")
-        try:
-            t = nanos_to_time(stamp)
-        except (TypeError, ValueError, OverflowError):
-            raise Refusal("OTLP-1", f"{'observedTimeUnixNano' if observed else 'timeUnixNano'} {stamp!r} is not a "
-                                    "time in nanoseconds since 1970 (OTLP: a fixed64)", where) from None
-        if t is not None:
-            line["endedAt"] = t
-            line["_nanos"] = int(stamp)
-            line["_observed"] = observed
-        tid, sid = rec.get("traceId"), rec.get("spanId")
-        if not is_null_id(tid):  # all-zero ids: OTLP's "no parent", no traceLink
-            line["traceLink"] = {"traceId": tid.lower(), **({"spanId": sid.lower()} if not is_null_id(sid) else {})}
+        _time_and_link(line, rec, where)
         line["_where"] = where
         if trial is not None:
             line["_trial"] = trial
         if rollup is not None:
             line["_rollup"] = rollup
         return line
+
+
+def _measured(a: dict[str, Any], where: str) -> tuple[Any, str | None, str | None, Any]:
+    """The event's value, label, explanation and ``error.type``, each of its type (OT-6, [ENC-3])."""
+    value = value_of(a.get(SCORE_VALUE), where)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise Refusal("OT-6", f"gen_ai.evaluation.score.value is a number, not {value!r}", where)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise Refusal("OT-6", f"gen_ai.evaluation.score.value is {value!r}: a score is a finite number ([ENC-3])",
+                      where)
+    label = value_of(a.get(SCORE_LABEL), where)
+    if label is not None and not isinstance(label, str):
+        raise Refusal("OT-6", "gen_ai.evaluation.score.label is a string", where)
+    expl = value_of(a.get(EXPLANATION), where)
+    if expl is not None and not isinstance(expl, str):
+        raise Refusal("OT-6", "gen_ai.evaluation.explanation is a string", where)
+    return value, label, expl, value_of(a.get(ERROR_TYPE), where)
+
+
+def _annotator_kind(a: dict[str, Any], where: str) -> str | None:
+    """Who graded, when the event says (docs/mappings/aigp.md): OpenTelemetry's proposed evaluator type (PR #359:
+    llm_judge, deterministic, human), else aefgate's aigp.grader.type (export otel --aigp); COMPOSITE is a result
+    tree's, not an annotator's, and is not read back."""
+    kind = annotator_kind(value_of(a.get(EVALUATOR_TYPE), where))
+    if kind is None and value_of(a.get("aigp.grader.type"), where) != "COMPOSITE":
+        kind = annotator_kind(value_of(a.get("aigp.grader.type"), where))
+    return kind
+
+
+def _state(line: dict[str, Any], name: str, value: Any, label: str | None, expl: str | None, etype: Any,
+           content_on: bool, where: str) -> dict[str, Any] | None:
+    """OT-5, OT-6: the line's ``state`` (and a ``reason`` it takes from ``error.type`` or the run's missing
+    content) set on ``line``; the score, when the event has one."""
+    if etype is not None:  # OT-5
+        if value is not None:
+            raise Refusal("OT-6", "error.type beside a value: an evaluation that ended in an error has no score",
+                          where)
+        if label not in (None, "error"):
+            raise Refusal("OT-6", f"the label {label!r} beside error.type: only error can stand there", where)
+        line["state"] = "error"
+        line["reason"] = expl if expl else str(etype)
+        return None
+    if label in STATES:
+        if label == "pending":
+            raise Refusal("OT-6", "the label pending: an imported run is closed, nothing in it is pending", where)
+        if label in TYPED_ABSENCES:
+            if value is not None:
+                raise Refusal("OT-6", f"the typed absence {label} with a value", where)
+            if not expl and content_on:
+                raise Refusal("OT-6", f"the typed absence {label} without an explanation (its reason, RES-2)",
+                              where)
+            if not expl:  # aefgate's extension: under contentCapture off the export writes none (OT-3)
+                line["reason"] = NO_CONTENT_REASON.format(state=label)
+        line["state"] = label
+        return {"metric": name, "value": value} if value is not None else None
+    if label is not None:
+        if value is None:
+            raise Refusal("OT-6", f"the label {label!r} is not a state name, and the event has no value", where)
+        line["state"] = "scored"
+        return {"metric": name, "value": value, "label": label[:MAX_LABEL]}
+    if value is not None:
+        line["state"] = "scored"
+        return {"metric": name, "value": value}
+    raise Refusal("OT-6", "nothing measured: no label, no value and no error.type", where)
+
+
+def _time_and_link(line: dict[str, Any], rec: dict, where: str) -> None:
+    """The event's time (``endedAt``, and the notes ``_nanos``/``_observed``; OpenTelemetry's log data model: the
+    observed time when the event's is missing or 0) and its ``traceLink`` (all-zero ids: OTLP's "no parent")."""
+    stamp = rec.get("timeUnixNano")
+    observed = False
+    if stamp in (None, "", 0, "0"):
+        stamp = rec.get("observedTimeUnixNano")
+        observed = stamp not in (None, "", 0, "0")
+    try:
+        t = nanos_to_time(stamp)
+    except (TypeError, ValueError, OverflowError):
+        raise Refusal("OTLP-1", f"{'observedTimeUnixNano' if observed else 'timeUnixNano'} {stamp!r} is not a "
+                                "time in nanoseconds since 1970 (OTLP: a fixed64)", where) from None
+    if t is not None:
+        line["endedAt"] = t
+        line["_nanos"] = int(stamp)
+        line["_observed"] = observed
+    tid, sid = rec.get("traceId"), rec.get("spanId")
+    if not is_null_id(tid):
+        line["traceLink"] = {"traceId": tid.lower(), **({"spanId": sid.lower()} if not is_null_id(sid) else {})}
 
 
 _AGGREGATIONS = TRIAL_AGGREGATIONS
@@ -400,8 +452,8 @@ def _span_facts(trace_files: list[Path], need_cases: bool) -> dict[tuple[str, st
                 for ss in (rs or {}).get("scopeSpans") or ():
                     for sp in (ss or {}).get("spans") or ():
                         a = attributes(sp.get("attributes"))
-                        resp = _nonempty(value_of(a.get("gen_ai.response.id"), w)) if need_cases else None
-                        agent = _nonempty(value_of(a.get("gen_ai.agent.id"), w))
+                        resp = _nonempty(value_of(a.get(RESPONSE_ID), w)) if need_cases else None
+                        agent = _nonempty(value_of(a.get(AGENT_ID), w))
                         if resp or agent:
                             key = (str(sp.get("traceId", "")).lower(), str(sp.get("spanId", "")).lower())
                             out.setdefault(key, (resp, agent))
@@ -445,13 +497,6 @@ def from_otel(
     caller gives; each ``{"rule", "case", "evaluation", "where", "message"}``), and the run's ``ext`` counts it
     (``aefgate.otel.unplaceable``), beside ``rejected_before`` (events of the group a receiver rejected at intake,
     ``aefgate.otel.rejectedAtIntake``)."""
-    from aefgate.aef.builder import RunBuilder
-    from aefgate.aef.sealer import NotVerified
-    from aefgate.aef.signatures import signing_key_of
-    from aefgate.aef.verifier import in_one_process
-    from aefgate.aef.times import now, parse_time
-    from aefgate.fsutil import check_destination
-
     check_import_options(target_mode=target_mode, content_capture=content_capture, at=at)
     for name, value in (("option 'subject'", subject), ("option 'run_id'", run_id), ("option 'from'", source)):
         if value is not None and not value:
@@ -462,28 +507,67 @@ def from_otel(
     trace_files = [f for p in traces for f in input_files(p)]
     out = Path(os.path.abspath(out_dir))
     check_destination(out, inputs=tuple(log_files) + tuple(trace_files))
-
-    def requests() -> Iterator[tuple[str, dict]]:
-        for f in log_files:
-            yield from iter_file(f, "logs")
-
     facts = _span_facts(trace_files, True) if trace_files else {}
-    span_cases = {k: v[0] for k, v in facts.items() if v[0]}
-    skip = bool(skip_unplaceable)
-    # pass 1: every event checked (every refusal before anything is written), the header's facts gathered
-    ev = _Events(content_capture == "on", skip=skip, group=group, span_cases=span_cases)
+    ev = _Events(content_capture == "on", skip=bool(skip_unplaceable), group=group,
+                 span_cases={k: v[0] for k, v in facts.items() if v[0]})
     ev.collect_spans = bool(trace_files)
-    digest = hashlib.sha256()  # of the records as values: the JSON and protobuf forms of a request give one run id
+    with tempfile.TemporaryFile(prefix="aefgate-otel-") as spool:
+        digest = _check_pass(ev, log_files, spool)
+        ev.seen = set()  # the marks are done with: pass 2 takes the spooled lines
+        _check_groups(ev, group, log_files)
+        if skipped is not None:
+            skipped.extend(e.entry() for e in ev.skipped)
+        when = at or now()
+        header = _header(ev, group=group, facts=facts, trace_files=trace_files, digest=digest, run_id=run_id,
+                         subject=subject, subject_kind=subject_kind, target_mode=target_mode,
+                         content_capture=content_capture, when=when, rejected_before=rejected_before)
+        try:
+            with RunBuilder(out, header, metrics=[], imported_from=source or "OpenTelemetry OTLP",
+                            asserted=list(_ASSERTED)) as b, \
+                    progress_task("import OTLP events", ev.events, "events") as bar:
+                _write_pass(b, bar, log_files, trace_files, spool, group=group, content_on=content_capture == "on")
+                with in_one_process():  # the verification before the seal, in this process: flat memory
+                    ended = ev.last_time[1] if ev.last_time else when
+                    # no --at: sealed now, or at the run's end when the events' clock runs ahead of this one
+                    sealed = at or (ended if parse_time(ended) > parse_time(when) else when)
+                    b.finish("completed", ended_at=ended, summary={"lanes": []}, seal="ingest", sealed_at=sealed,
+                             signing_key=signing_key)
+        except NotVerified as e:
+            raise e.as_refusal("OT-8", "the imported run") from None
+    return out
+
+
+#: the header members the converter asserts (OT-4: ``imported.asserted``)
+_ASSERTED = ("runId", "status", "subject.ref", "subject.kind", "execution.targetMode", "startedAt", "endedAt",
+             "contentCapture")
+
+
+def _requests(log_files: list[Path]) -> Iterator[tuple[str, dict]]:
+    """The log requests of the files, in order, with their place."""
+    for f in log_files:
+        yield from iter_file(f, "logs")
+
+
+def _check_pass(ev: _Events, log_files: list[Path], spool: Any) -> Any:
+    """Pass 1: every event mapped and checked (every refusal before anything is written), the header's facts
+    gathered in ``ev``; each request's lines spooled (one pickle a request, in order) for :func:`_write_pass`, so no
+    event is mapped twice and memory holds one request's lines. The digest of the records as values (the JSON and
+    protobuf forms of a request give one run id)."""
+    digest = hashlib.sha256()
     with progress_task("check OTLP logs", len(log_files), "files") as bar:
         current = None
-        for where, doc in requests():
-            for _line in ev.read(where, doc):
-                pass
+        for where, doc in _requests(log_files):
+            pickle.dump(list(ev.read(where, doc)), spool, pickle.HIGHEST_PROTOCOL)
             digest.update(jsonio.dump_line(doc))
             file = where.rsplit(":", 1)[0]
             if file != current:
                 current = file
                 bar.advance()
+    return digest
+
+
+def _check_groups(ev: _Events, group: tuple[str, str] | None, log_files: list[Path]) -> None:
+    """OT-4 and OT-6 after pass 1: one run's events (else ``suite_run``), at least one event placed."""
     if group is None and len(ev.groups) > 1:
         names = ", ".join(f"{k[1]!r}" if k[0] == "run" else f"without {RUN_ID_KEY}" for k in ev.groups)
         raise Refusal("OT-4", f"events of {len(ev.groups)} runs ({names}): a run is one {RUN_ID_KEY} (else one "
@@ -496,9 +580,12 @@ def from_otel(
             raise Refusal("OT-6", f"no evaluation event can be placed ({len(ev.skipped)} left out; the first: "
                                   f"{ev.skipped[0].message})", ev.skipped[0].where)
         raise Refusal("OT-6", "no gen_ai.evaluation.result event to import", str(log_files[0]))
-    ev.seen = set()  # pass 2 notes the marks again: one set at a time
-    if skipped is not None:
-        skipped.extend(e.entry() for e in ev.skipped)
+
+
+def _header(ev: _Events, *, group: tuple[str, str] | None, facts: dict, trace_files: list[Path], digest: Any,
+            run_id: str | None, subject: str | None, subject_kind: str, target_mode: str, content_capture: str,
+            when: str, rejected_before: int) -> dict[str, Any]:
+    """OT-4: the run header from the caller's options and pass 1's facts."""
     service = next(iter(ev.services), None)
     agent = next((facts[s][1] for s in _ordered_spans(trace_files, ev.spans) if facts.get(s, (None, None))[1]),
                  None) if trace_files else None
@@ -508,7 +595,6 @@ def from_otel(
     if ref is None:
         raise Refusal("OT-4", "no subject: the events name no service (resource service.name); give option 'subject'",
                       "option 'subject'")
-    when = at or now()
     header: dict[str, Any] = {
         "runId": rid,
         "subject": {"ref": ref, "kind": subject_kind or "agent"},
@@ -528,46 +614,37 @@ def from_otel(
                                ("observedTimes", ev.observed)) if v}
     if noted:
         header["ext"] = {EXT: noted}
-    asserted = ["runId", "status", "subject.ref", "subject.kind", "execution.targetMode", "startedAt", "endedAt",
-                "contentCapture"]
-    origin = source or "OpenTelemetry OTLP"
-    # pass 2: the records and the lines written, one request at a time
-    lines = _Events(content_capture == "on", skip=skip, group=group, span_cases=span_cases)
+    return header
+
+
+def _write_pass(b: Any, bar: Any, log_files: list[Path], trace_files: list[Path], spool: Any, *,
+                group: tuple[str, str] | None, content_on: bool) -> None:
+    """Pass 2: the traces, then each log request (of the group) and its lines from pass 1's spool, written one
+    request at a time; the metrics declared as met; the rollups last (a run may list a rollup before its trials)."""
     declared: set[str] = set()
     rollups: list[tuple[str, dict, dict]] = []
-    try:
-        with RunBuilder(out, header, metrics=[], imported_from=origin, asserted=asserted) as b, \
-                progress_task("import OTLP events", ev.events, "events") as bar:
-            for f in trace_files:
-                for w, doc in iter_file(f, "traces"):
-                    b.add_otlp("traces", doc)
-            for where, doc in requests():
-                kept = doc if group is None else _of_group(doc, group)
-                b.add_otlp("logs", kept if content_capture == "on" else _without_empty_bodies(kept))
-                for line in lines.read(where, doc):
-                    for s in line.get("scores", ()):
-                        if s["metric"] not in declared:
-                            declared.add(s["metric"])
-                            b.declare_metric(s["metric"], "score", "none", "unbounded")
-                    at_event = line.pop("_where")
-                    trial, rollup = line.pop("_trial", None), line.pop("_rollup", None)
-                    if rollup is not None:  # written once every trial is in (a run may list a rollup first)
-                        rollups.append((at_event, line, rollup))
-                        continue
-                    _add(b, line, at_event, trial)
-                    bar.advance()
-            for at_event, line, rollup in rollups:
-                _add(b, line, at_event, None, rollup)
-                bar.advance()
-            with in_one_process():  # the verification before the seal, in this process: flat memory
-                ended = ev.last_time[1] if ev.last_time else when
-                # no --at: sealed now, or at the run's end when the events' clock runs ahead of this one
-                sealed = at or (ended if parse_time(ended) > parse_time(when) else when)
-                b.finish("completed", ended_at=ended, summary={"lanes": []}, seal="ingest", sealed_at=sealed,
-                         signing_key=signing_key)
-    except NotVerified as e:
-        raise e.as_refusal("OT-8", "the imported run") from None
-    return out
+    spool.seek(0)
+    for f in trace_files:
+        for _w, doc in iter_file(f, "traces"):
+            b.add_otlp("traces", doc)
+    for _where, doc in _requests(log_files):
+        kept = doc if group is None else _of_group(doc, group)
+        b.add_otlp("logs", kept if content_on else _without_empty_bodies(kept))
+        for line in pickle.load(spool):
+            for s in line.get("scores", ()):
+                if s["metric"] not in declared:
+                    declared.add(s["metric"])
+                    b.declare_metric(s["metric"], "score", "none", "unbounded")
+            at_event = line.pop("_where")
+            trial, rollup = line.pop("_trial", None), line.pop("_rollup", None)
+            if rollup is not None:  # written once every trial is in
+                rollups.append((at_event, line, rollup))
+                continue
+            _add(b, line, at_event, trial)
+            bar.advance()
+    for at_event, line, rollup in rollups:
+        _add(b, line, at_event, None, rollup)
+        bar.advance()
 
 
 #: the run.json ext member where an import counts the events of its group it left out (docs/mappings/otel.md)
@@ -601,7 +678,7 @@ def _of_group(doc: dict, group: tuple[str, str]) -> dict:
     out = []
     for rl in doc.get("resourceLogs") or ():
         res = attributes((rl.get("resource") or {}).get("attributes"))
-        service, res_run = value_of(res.get("service.name")), value_of(res.get(RUN_ID_KEY))
+        service, res_run = value_of(res.get(SERVICE_NAME)), value_of(res.get(RUN_ID_KEY))
         scopes = []
         for sl in rl.get("scopeLogs") or ():
             recs = [r for r in sl.get("logRecords") or () if group_key(r, res_run, service) == group]

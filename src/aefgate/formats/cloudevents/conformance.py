@@ -24,7 +24,7 @@ import binascii
 import re
 from typing import Any
 
-from aefgate.formats.cloudevents.value_types import _INT_MAX, _INT_MIN, _json_type, _rfc3339, bad_chars
+from aefgate.formats.cloudevents.value_types import _INT_MAX, _INT_MIN, _json_type, rfc3339, bad_chars
 
 __all__ = ["is_valid_cloudevent", "core_problem"]
 
@@ -80,7 +80,7 @@ def core_problem(ce: dict) -> tuple[str, str] | None:
             p = _uri_problem(value, absolute=name == "dataschema")
             if p:
                 return name, f"{name} is {p}"
-        elif name == "time" and not _rfc3339(value):
+        elif name == "time" and not rfc3339(value):
             return name, f"time is not an RFC 3339 date-time: {value!r}"
         elif name == "datacontenttype" and not _MEDIA_TYPE.fullmatch(value):
             return name, f"datacontenttype is not a media type (RFC 2046): {value!r}"

@@ -36,17 +36,19 @@ from typing import Any, NamedTuple
 
 from aefgate.errors import Refusal
 from aefgate.formats.cloudevents.conformance import core_problem
-from aefgate.formats.cloudevents.value_types import _INT_MAX, _INT_MIN, _json_type, _rfc3339, bad_chars
+from aefgate.formats.cloudevents.value_types import _INT_MAX, _INT_MIN, _json_type, rfc3339, bad_chars
 
 __all__ = [
     "TYPE_ROOT",
     "SPECVERSION",
     "DATACONTENTTYPE",
     "AEP_TO_CE",
+    "AEP_TYPE",
     "CE_TO_AEP",
     "Diagnostic",
     "ce_forward",
     "ce_inverse",
+    "rfc3339",
 ]
 
 SPECVERSION = "1.0"  # B1
@@ -85,7 +87,8 @@ CE_CORE = frozenset(["specversion", "id", "source", "type", "subject", "time", "
 _RESERVED_EXT = CE_CORE | frozenset(AEP_TO_CE.values())
 
 _EXT_NAME = re.compile(r"[a-z0-9]{1,20}")  # AEP-0001 §5.4 (CloudEvents' extension-name constraint)
-_AEP_TYPE = re.compile(
+#: an AEP event type (AEP-0001 §4: a category and its sub-types, or an ``x.`` vendor type); B3
+AEP_TYPE = re.compile(
     r"(?:agent|session|run|progress|tool|delegation|attention|resource|error|state|assessment|message|control)"
     r"(?:\.[a-z0-9_]+)+|x\.[a-z0-9_-]+\.[a-z0-9_]+(?:\.[a-z0-9_]+)+"
 )
@@ -184,7 +187,7 @@ def ce_forward(event: dict, where: str = "") -> dict:
         raise Refusal("CE-1", f"an AEP event is a JSON object, not {_json_type(event)}", where)
     get = event.get
     typ = get("type")
-    if type(typ) is not str or not _AEP_TYPE.fullmatch(typ):
+    if type(typ) is not str or not AEP_TYPE.fullmatch(typ):
         raise Refusal("B3", f"type must be an AEP type ({{category}}.{{rest}} or x.{{vendor}}.{{category}}.{{rest}})"
                       f", not {_show(typ)}", _where(where, "type"))
     ce: dict[str, Any] = {"specversion": SPECVERSION}  # B1
@@ -203,7 +206,7 @@ def ce_forward(event: dict, where: str = "") -> dict:
             _check_envelope_value("subject", v, where)
         ce["subject"] = v
     v = get("time")
-    if type(v) is not str or not _rfc3339(v):
+    if type(v) is not str or not rfc3339(v):
         raise Refusal("B2", f"time is not an RFC 3339 date-time with a time zone: {_show(v)}", _where(where, "time"))
     ce["time"] = v
     data = get("data", _ABSENT)
@@ -273,15 +276,9 @@ _ABSENT: Any = _Absent()
 _JSON_MEDIA = re.compile(r"\s*application/json\s*(;.*)?", re.IGNORECASE | re.DOTALL)
 
 
-def ce_inverse(ce: dict, where: str = "", *, diagnostics: list[Diagnostic] | None = None) -> dict:
-    """The AEP Event a CloudEvent carries (AEP-0005 §2).
-
-    Rule 1: the B1 constants dropped, the B3 prefix stripped, the B4/B5 table reversed, B2 passed through: for a
-    bridged event the result is the original, bit-for-bit modulo member order (written in the golden corpus's
-    order). Rule 2: other extension attributes are preserved when their names are legal AEP extension names
-    (``[a-z0-9]{1,20}``, not an AEP core name) with a CloudEvents scalar value, else dropped, each drop appended
-    to ``diagnostics`` when given. Rule 3: a CloudEvent whose type is not under ``dev.aep.`` is refused (``B3``).
-    """
+def _inverse_type(ce: Any, where: str) -> str:
+    """CE-1, B3: the CloudEvent is a valid CloudEvents 1.0 event whose type is an AEP type under ``dev.aep.``;
+    that AEP type."""
     if type(ce) is not dict:
         raise Refusal("CE-1", f"a CloudEvent is a JSON object, not {_json_type(ce)}", where)
     problem = core_problem(ce)
@@ -293,8 +290,36 @@ def ce_inverse(ce: dict, where: str = "", *, diagnostics: list[Diagnostic] | Non
         raise Refusal("B3", f"type {_show(typ)} is not under {TYPE_ROOT}: a foreign CloudEvent is out of the "
                       "bridge's scope (AEP-0005 §2 rule 3; lifting it is an adapter's job)", _where(where, "type"))
     bare = typ[_ROOT_LEN:]
-    if not _AEP_TYPE.fullmatch(bare):
+    if not AEP_TYPE.fullmatch(bare):
         raise Refusal("B3", f"type {_show(typ)} does not carry an AEP type after {TYPE_ROOT}", _where(where, "type"))
+    return bare
+
+
+def _check_inverse_envelope(mapped: dict[str, Any], where: str) -> None:
+    """B4, B2: the AEP envelope's required members are there, and its ``subject``, ``id`` and ``source`` are
+    non-empty strings."""
+    for name in ("aep", "agent"):
+        if name not in mapped:
+            raise Refusal("B4", f"{AEP_TO_CE[name]} is missing: the AEP envelope requires {name} (AEP-0001 §5.1)",
+                          _where(where, AEP_TO_CE[name]))
+    if "time" not in mapped:
+        raise Refusal("B2", "time is missing: the AEP envelope requires it (AEP-0001 §5.1)", _where(where, "time"))
+    if "subject" in mapped:
+        _check_envelope_value("subject", mapped["subject"], where)
+    _check_envelope_value("id", mapped["id"], where)
+    _check_envelope_value("source", mapped["source"], where)
+
+
+def ce_inverse(ce: dict, where: str = "", *, diagnostics: list[Diagnostic] | None = None) -> dict:
+    """The AEP Event a CloudEvent carries (AEP-0005 §2).
+
+    Rule 1: the B1 constants dropped, the B3 prefix stripped, the B4/B5 table reversed, B2 passed through: for a
+    bridged event the result is the original, bit-for-bit modulo member order (written in the golden corpus's
+    order). Rule 2: other extension attributes are preserved when their names are legal AEP extension names
+    (``[a-z0-9]{1,20}``, not an AEP core name) with a CloudEvents scalar value, else dropped, each drop appended
+    to ``diagnostics`` when given. Rule 3: a CloudEvent whose type is not under ``dev.aep.`` is refused (``B3``).
+    """
+    bare = _inverse_type(ce, where)
 
     def drop(attr: str, rule: str, message: str) -> None:
         if diagnostics is not None:
@@ -346,16 +371,7 @@ def ce_inverse(ce: dict, where: str = "", *, diagnostics: list[Diagnostic] | Non
                     drop(name, "CE-5", f"extension attribute {name!r} cannot ride the AEP envelope: {vp}: dropped")
                 else:
                     extensions[name] = v
-    for name in ("aep", "agent"):
-        if name not in mapped:
-            raise Refusal("B4", f"{AEP_TO_CE[name]} is missing: the AEP envelope requires {name} (AEP-0001 §5.1)",
-                          _where(where, AEP_TO_CE[name]))
-    if "time" not in mapped:
-        raise Refusal("B2", "time is missing: the AEP envelope requires it (AEP-0001 §5.1)", _where(where, "time"))
-    if "subject" in mapped:
-        _check_envelope_value("subject", mapped["subject"], where)
-    _check_envelope_value("id", mapped["id"], where)
-    _check_envelope_value("source", mapped["source"], where)
+    _check_inverse_envelope(mapped, where)
     out: dict[str, Any] = {}
     for name in _AEP_ORDER:
         v = mapped.get(name, _ABSENT)

@@ -1,6 +1,6 @@
 """CloudEvents 1.0's value types, as both the bridge (``mapping.py``) and the validity check (``conformance.py``) read
 them: the String type's forbidden characters (:func:`bad_chars`), the Integer range (``_INT_MIN``..``_INT_MAX``), the
-Timestamp (an RFC 3339 ``date-time``, ``_rfc3339``), and the JSON type of a value, for messages (``_json_type``).
+Timestamp (an RFC 3339 ``date-time``, ``rfc3339``), and the JSON type of a value, for messages (``_json_type``).
 
 Layering: the bottom of the package; ``conformance.py`` imports it, ``mapping.py`` imports both (and re-exports these
 names), so the dependencies go one way: ``value_types`` < ``conformance`` < ``mapping``.
@@ -45,7 +45,7 @@ _RFC3339 = re.compile(
 _DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
-def _rfc3339(text: str) -> bool:
+def rfc3339(text: str) -> bool:
     """True when ``text`` is an RFC 3339 ``date-time`` (the day exists in its month and year)."""
     m = _RFC3339.fullmatch(text)
     if m is None:
