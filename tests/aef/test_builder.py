@@ -1548,3 +1548,13 @@ def test_decisive_entries_that_are_not_strings_are_refused(tmp_path: Path) -> No
     with pytest.raises(Refusal) as e, builder(tmp_path / "run") as b:
         b.add_case("c-1", tree)
     assert e.value.rule == "VER-2" and "decisive" in e.value.message
+
+
+def test_a_number_beyond_binary64_is_refused_by_rule(tmp_path: Path) -> None:
+    """A score of 10**400 encodes as digits that no binary64 reader reads ([ENC-3]): the builder refuses it by rule
+    with the place (it raised a bare JsonProblem out of its own read-back), and writes nothing."""
+    with pytest.raises(Refusal) as e, builder(tmp_path / "run") as b:
+        b.add_case("c-1", leaf("q", "passed", 10 ** 400))
+        b.finish(ended_at=END)
+    assert e.value.rule.startswith("ENC-") and "results.ndjson:1" in str(e.value.where), e.value
+    assert not (tmp_path / "run").exists()

@@ -362,14 +362,12 @@ def _read_own_lines(results_path: Path) -> Iterator[tuple[int, Any]]:
                         yield lineno, line
                         continue
             if raw is None:
-                e = jsonio.JsonProblem("limit", f"line {lineno} is over {jsonio.MAX_DOC} bytes", "ENC-17")
-                e.lineno = lineno  # type: ignore[attr-defined]
-                raise e
+                raise Refusal("ENC-17", f"line {lineno} is over {jsonio.MAX_DOC} bytes", f"results.ndjson:{lineno}")
             try:
-                yield lineno, jsonio.loads(raw)
-            except jsonio.JsonProblem as e:
-                e.lineno = lineno  # type: ignore[attr-defined]
-                raise
+                line = jsonio.loads(raw)
+            except jsonio.JsonProblem as e:  # a value the line held that I-JSON cannot carry (10**400: ENC-3)
+                raise e.refusal(f"results.ndjson:{lineno}") from None
+            yield lineno, line
 
 
 def _write_new(path: str, data: bytes) -> None:
