@@ -7,8 +7,14 @@ process from wait4): `aefgate import inspect LOG OUT --target-mode scripted` (re
 import), the same with `--content-capture off`, and `inspect_ai.log.read_eval_log(LOG)` merely reading the file.
 
 With ``--baseline-src DIR`` (a copy of another version's ``src``) the whole import is also measured with that version,
-on the same log just before this tree's (``PYTHONPATH=DIR``), and the table gets its columns and the ratio of each
-import's time to ``read_eval_log``'s (the target of issue 20: at most 0.7).
+on the same log just before this tree's (``PYTHONPATH=DIR``; ``--this-src DIR2`` for another copy as "this tree"), in
+``--repeat`` interleaved rounds with medians, and the table gets its columns and the ratio of each import's time to
+``read_eval_log``'s (the target of issues 20 and 31: at most 0.7). Both Inspect log shapes (issue 31):
+
+    python bench/make_inspect_log.py /tmp/aefgate-bench/small-10000.eval --small --samples 10000 --epochs 1
+    python bench/make_inspect_log.py /tmp/aefgate-bench/small-10000.json --small --samples 10000 --epochs 1 --format json
+    python bench/bench_inspect.py /tmp/aefgate-bench/small-10000.eval /tmp/aefgate-bench/small-10000.json \
+        /tmp/aefgate-bench/inspect-1000x2.eval --baseline-src BASE --repeat 3
 
     python bench/bench_inspect.py LOG.eval [LOG2.eval ...] --phase build [--tracemalloc] [--baseline-src DIR]
 
@@ -115,11 +121,13 @@ def main(argv=None) -> int:
                     help="all: the whole import against read_eval_log; build: the import until the seal, alone")
     ap.add_argument("--tracemalloc", action="store_true", help="with --phase build: also trace Python allocations")
     ap.add_argument("--baseline-src", type=Path, help="also measure this copy of src first (either phase)")
+    ap.add_argument("--this-src", type=Path, help="with --baseline-src, phase all: measure this copy of src as 'this "
+                                                  "tree' (other people's edits to the checkout left out)")
     a = ap.parse_args(argv)
     if a.phase == "build":
         return build_phase(a.logs, a.tracemalloc, a.repeat, a.baseline_src)
     if a.baseline_src is not None:
-        return whole_with_baseline(a.logs, a.repeat, a.baseline_src)
+        return whole_with_baseline(a.logs, a.repeat, a.baseline_src, a.this_src)
     rows = []
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "run"
@@ -141,15 +149,21 @@ def main(argv=None) -> int:
     return 0
 
 
-def whole_with_baseline(logs: list[Path], repeat: int, baseline: Path) -> int:
-    """The whole import with ``baseline`` (a copy of src) and with this tree, side by side with read_eval_log:
-    for each log, read_eval_log, then each version's import with content capture on, then off."""
+def whole_with_baseline(logs: list[Path], repeat: int, baseline: Path, this: Path | None = None) -> int:
+    """The whole import with ``baseline`` (a copy of src) and with this tree (or ``this``, another copy), side by
+    side with read_eval_log, in interleaved rounds: each round measures, for each log, read_eval_log, then each
+    version's import with content capture on, then off (one run each); the table gives each cell's median over
+    ``repeat`` rounds, and the load average (1 minute) before the first and after the last round."""
     import os
+    import statistics
 
     print("| log | size | read_eval_log | baseline: import (content on) | this tree: import (content on) | "
           "baseline: content off | this tree: content off | import / read_eval_log (content on): baseline, "
           "this tree |\n|---|---|---|---|---|---|---|---|", flush=True)
     src = str(baseline.resolve())
+    mine = str(this.resolve()) if this is not None else None
+    load0 = os.getloadavg()[0]
+    cells: dict[tuple[str, str], list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "run"
 
@@ -160,22 +174,35 @@ def whole_with_baseline(logs: list[Path], repeat: int, baseline: Path) -> int:
             try:
                 if path is not None:
                     os.environ["PYTHONPATH"] = path + (os.pathsep + old if old else "")
-                return measure(cmd, setup=fresh, repeat=repeat)
+                return measure(cmd, setup=fresh, repeat=1)
             finally:
                 if old is None:
                     os.environ.pop("PYTHONPATH", None)
                 else:
                     os.environ["PYTHONPATH"] = old
 
+        for _ in range(repeat):
+            for log in logs:
+                code = f"from inspect_ai.log import read_eval_log; read_eval_log({str(log)!r})"
+                cells.setdefault((log.name, "read"), []).append(measure([sys.executable, "-c", code], repeat=1))
+                aef = [sys.executable, "-m", "aefgate", "import", "inspect", str(log), str(out), "--target-mode",
+                       "scripted"]
+                for capture, extra in (("on", []), ("off", ["--content-capture", "off"])):
+                    for label, path in (("baseline", src), ("this", mine)):
+                        cells.setdefault((log.name, f"{label} {capture}"), []).append(timed([*aef, *extra], path))
+
+        def med(key: tuple[str, str]) -> tuple[float, float]:
+            xs = cells[key]
+            return statistics.median(t for t, _ in xs), max(m for _, m in xs)
+
         for log in logs:
-            code = f"from inspect_ai.log import read_eval_log; read_eval_log({str(log)!r})"
-            t_ins, m_ins = measure([sys.executable, "-c", code], repeat=repeat)
-            aef = [sys.executable, "-m", "aefgate", "import", "inspect", str(log), str(out), "--target-mode", "scripted"]
-            on = [timed(aef, path) for path in (src, None)]
-            off = [timed([*aef, "--content-capture", "off"], path) for path in (src, None)]
-            cells = " | ".join(f"{t:.2f} s, {m:.0f} MB" for t, m in [*on, *off])
-            print(f"| {log.name} | {log.stat().st_size / 2**20:.1f} MiB | {t_ins:.2f} s, {m_ins:.0f} MB | {cells} | "
-                  f"{on[0][0] / t_ins:.2f}, **{on[1][0] / t_ins:.2f}** |", flush=True)
+            t_ins, m_ins = med((log.name, "read"))
+            cols = [med((log.name, k)) for k in ("baseline on", "this on", "baseline off", "this off")]
+            text = " | ".join(f"{t:.2f} s, {m:.0f} MB" for t, m in cols)
+            print(f"| {log.name} | {log.stat().st_size / 2**20:.1f} MiB | {t_ins:.2f} s, {m_ins:.0f} MB | {text} | "
+                  f"{cols[0][0] / t_ins:.2f}, **{cols[1][0] / t_ins:.2f}** |", flush=True)
+    print(f"\n{repeat} interleaved round(s), medians; load average (1 min) {load0:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after", flush=True)
     return 0
 
 

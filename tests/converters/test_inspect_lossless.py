@@ -552,3 +552,23 @@ def test_no_credential_lands_in_the_run(corpus: dict[str, Path], tmp_path: Path)
     assert cred.covers("header:eval.task_args.credentials.user")  # (below a credential: dropped with it)
     assert not cred.covers("header:eval.model_args.base_url") and not cred.covers("samples:token_limit")
     assert not cred.covers("samples:output.usage.input_tokens")
+
+
+def test_the_quick_credential_search_misses_no_credential_name() -> None:
+    """The cheap pre-search (the names' last words) before the credential-name regex lets no name the builder's
+    [RUN-10] list matches through: any such name, as a JSON member name, is found (so the walk that drops it runs)."""
+    import json as _json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from aefgate.converters.inspect.conventions import _SECRET_NAME, _maybe_credential_key
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.from_regex(_SECRET_NAME, fullmatch=True).filter(lambda s: s.isascii() and '"' not in s and "\\" not in s),
+           st.sampled_from(["", " ", "\t", "\n "]))
+    def found(name: str, blank: str) -> None:
+        text = ('{"a": 1, ' + _json.dumps(name) + blank + ': "x"}').encode()
+        assert _maybe_credential_key(text), name
+
+    found()

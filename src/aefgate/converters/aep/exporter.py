@@ -550,8 +550,10 @@ class _AepMapper(LineMapper):
         seen: dict[str, tuple[str, str, Any, str]] = {}
         encode = self.encode
         docs = [line for _, line in lines]
-        if encode is _encode and self.redact is None:  # the plain AEP lines: the common events as structs
-            blobs = _encode_fast(ctx, docs, self.targets, seen)
+        # the plain AEP lines (or an encoder's own struct path, ``encode.fast``): the common events as structs
+        fast = _encode_fast if encode is _encode else getattr(encode, "fast", None)
+        if fast is not None and self.redact is None:
+            blobs = fast(ctx, docs, self.targets, seen)
         else:
             blobs = []
             batch: list[dict] = []
@@ -737,6 +739,11 @@ def to_cloudevents(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[
 
     def encode(batch: list[dict]) -> bytes:  # the CloudEvents lines of a batch (in the export's workers too)
         return _encode([line_value(_with_aigp(ev), where, mode) for ev in batch])
+
+    if mode == "structured":  # the same bytes without a dict per common event (issue 31)
+        from aefgate.converters.cloudevents.fast import encoder
+
+        encode.fast = encoder(where)  # type: ignore[attr-defined]
 
     return _write_jsonl(run_dir, out, options, encode)
 

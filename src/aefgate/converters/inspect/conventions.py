@@ -66,6 +66,21 @@ def is_credential_name(name: Any) -> bool:
     return isinstance(name, str) and _SECRET_NAME.fullmatch(name) is not None
 
 
+# Every name _SECRET_NAME matches ends with one of these words (ASCII, lower case); in ASCII text, IGNORECASE matches
+# ASCII letters only, and str's \s matches \x1c-\x1f besides bytes' \s: an ASCII text whose lower case has none of
+# these words just before '"' (blanks) ':' has no match of _CREDENTIAL_KEY_TEXT. (Kept in step with _SECRET_NAME.)
+_CREDENTIAL_KEY_END = re.compile(rb'(?:key|pass(?:word|wd)|pwd|secret|token|authorization|credentials?|string)'
+                                 rb'"[\s\x1c-\x1f]*:')
+
+
+def _maybe_credential_key(text: bytes) -> bool:
+    """Whether ``text`` (JSON, UTF-8) may hold a member named like a credential (:data:`_CREDENTIAL_KEY_TEXT`):
+    an ASCII text is first searched, lower-cased, for the names' last words, a cheaper search."""
+    if text.isascii() and _CREDENTIAL_KEY_END.search(text.lower()) is None:
+        return False
+    return _CREDENTIAL_KEY_TEXT.search(text.decode("utf-8", "replace")) is not None
+
+
 def _holds_something(v: Any) -> bool:
     return (isinstance(v, (str, dict, list)) and bool(v))
 
@@ -75,7 +90,7 @@ def without_credentials(value: Any, where: str, dropped: list[str], text: bytes 
     object or list), and an object member left empty by that (it held credentials only); each dropped credential's
     pointer (below ``where``) is appended to ``dropped``. ``text``, the value as JSON, lets a value without any such
     name through without a walk. The value is copied only where a member is dropped."""
-    if text is not None and not _CREDENTIAL_KEY_TEXT.search(text.decode("utf-8", "replace")):
+    if text is not None and not _maybe_credential_key(text):
         return value
 
     def walk(v: Any, w: str) -> Any:
