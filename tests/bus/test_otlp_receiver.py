@@ -170,6 +170,9 @@ def test_the_sdk_exports_into_sealed_runs(tmp_path: Path):
         deadline = time.monotonic() + 20  # the run is sealed once its group is idle (1 s)
         while not svc.runs() and time.monotonic() < deadline:
             time.sleep(0.1)
+        # the run folder is renamed into place just before the counter counts it: read the counter until then
+        while svc.metrics().get("aefgate_runs_sealed_total") != 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert svc.metrics().get("aefgate_runs_sealed_total") == 1
     finally:
         rc, out, err = svc.stop()

@@ -17,6 +17,7 @@ import pytest
 
 from aefgate.converters.aep import vocabulary as aep_common
 from aefgate.converters.aep import exporter as aep_exporter
+from aefgate.converters.cloudevents import exporter as ce_exporter
 from aefgate.aef import verifier
 from aefgate.converters.aep import importer as aep_importer
 import aefgate.converters.aep as aep_pkg
@@ -460,7 +461,7 @@ def test_non_assessment_events_and_redeliveries_are_not_imported(tmp_path: Path)
 
 def test_cloudevents_round_trip(tmp_path: Path):
     src = EXAMPLES / "aef-inspect" / "input"
-    aep_exporter.to_cloudevents(src, tmp_path / "ce.jsonl")
+    ce_exporter.to_cloudevents(src, tmp_path / "ce.jsonl")
     first = json.loads((tmp_path / "ce.jsonl").read_text().splitlines()[0])
     assert "specversion" in first
     back = aep_importer.from_cloudevents(tmp_path / "ce.jsonl", tmp_path / "back", at=AT)
@@ -469,7 +470,7 @@ def test_cloudevents_round_trip(tmp_path: Path):
     # binary mode: one HTTP binary-mode message per line, read back by the bridge gives the AEP export's events
     from aefgate.formats.cloudevents import from_http
 
-    aep_exporter.to_cloudevents(src, tmp_path / "bin.jsonl", mode="binary")
+    ce_exporter.to_cloudevents(src, tmp_path / "bin.jsonl", mode="binary")
     aep_exporter.to_aep(src, tmp_path / "aep.jsonl")
     binary = [json.loads(x) for x in (tmp_path / "bin.jsonl").read_text().splitlines()]
     aep = [json.loads(x) for x in (tmp_path / "aep.jsonl").read_text().splitlines()]
@@ -482,7 +483,7 @@ def test_cloudevents_round_trip(tmp_path: Path):
     assert any("grader" in (ev["data"].get("aef") or {}) for ev in back)
     assert back == aep
     with pytest.raises(Refusal) as e:
-        aep_exporter.to_cloudevents(src, tmp_path / "other.jsonl", mode="batch")
+        ce_exporter.to_cloudevents(src, tmp_path / "other.jsonl", mode="batch")
     assert e.value.rule == "CONV-3" and not (tmp_path / "other.jsonl").exists()
 
 
@@ -715,7 +716,7 @@ def test_parallel_cloudevents_export_same_bytes(tmp_path: Path, monkeypatch, mod
         expected = b"".join(jsonio.dump_line(_export_value(with_grader(ev), str(run), mode))
                             for ev in aep_exporter.export_events(run, max_capture="full"))
         one, many, calls = _export_both(run, tmp_path, monkeypatch, f"ce-{mode}-{k}",
-                                        fn=lambda r, p, **o: aep_exporter.to_cloudevents(r, p, mode=mode, **o),
+                                        fn=lambda r, p, **o: ce_exporter.to_cloudevents(r, p, mode=mode, **o),
                                         max_capture="full")
         assert calls == 1 and one == many == expected and one
 
@@ -796,6 +797,6 @@ def test_exports_byte_identical_to_before_the_one_pass(tmp_path: Path, monkeypat
                 if fmt == "aep":
                     aep_exporter.to_aep(run, p, max_capture=level)
                 else:
-                    aep_exporter.to_cloudevents(run, p, mode=fmt, max_capture=level)
+                    ce_exporter.to_cloudevents(run, p, mode=fmt, max_capture=level)
                 got[f"{name}|{level}|{fmt}"] = hashlib.sha256(p.read_bytes()).hexdigest()
     assert got == EXPORT_DIGESTS

@@ -11,6 +11,7 @@ from cloudevents.core.bindings.http import HTTPMessage, from_http as sdk_from_ht
 from cloudevents.core.formats.json import JSONFormat
 
 from aefgate.converters.aep import exporter as aep_exporter
+from aefgate.converters.cloudevents import exporter as ce_exporter
 from aefgate.formats.cloudevents import ce_forward, is_valid_cloudevent
 from tests._shared import EXAMPLES, SEALED_EXAMPLE_RUNS
 
@@ -22,9 +23,9 @@ def test_exported_cloudevents_are_valid_and_the_sdk_reads_them(src: Path, tmp_pa
     # (lines split at LF only: str.splitlines would also split at the U+2028 one example's reason holds)
     aep = [json.loads(x) for x in aep_exporter.to_aep(src, tmp_path / "aep.jsonl", max_capture="full")
            .read_bytes().split(b"\n")[:-1]]
-    structured = [json.loads(x) for x in aep_exporter.to_cloudevents(src, tmp_path / "ce.jsonl", max_capture="full")
+    structured = [json.loads(x) for x in ce_exporter.to_cloudevents(src, tmp_path / "ce.jsonl", max_capture="full")
                   .read_bytes().split(b"\n")[:-1]]
-    binary = [json.loads(x) for x in aep_exporter.to_cloudevents(src, tmp_path / "bin.jsonl", mode="binary",
+    binary = [json.loads(x) for x in ce_exporter.to_cloudevents(src, tmp_path / "bin.jsonl", mode="binary",
                                                            max_capture="full").read_bytes().split(b"\n")[:-1]]
     assert len(aep) == len(structured) == len(binary) > 0
     fmt = JSONFormat()

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aefgate.converters.aep import exporter as aep_exporter
+from aefgate.converters.cloudevents import exporter as ce_exporter
 from aefgate.aef import decisions
 from aefgate.aef.builder import RunBuilder
 from aefgate.formats.aep import validate_event
@@ -79,8 +80,8 @@ def test_no_redacted_class_text_at_a_metadata_ceiling(generated) -> None:
         planted.add(comment)
         outputs = {
             "aep": aep_exporter.to_aep(run, root / "events.jsonl"),
-            "structured": aep_exporter.to_cloudevents(run, root / "ce.jsonl"),
-            "binary": aep_exporter.to_cloudevents(run, root / "bin.jsonl", mode="binary"),
+            "structured": ce_exporter.to_cloudevents(run, root / "ce.jsonl"),
+            "binary": ce_exporter.to_cloudevents(run, root / "bin.jsonl", mode="binary"),
         }
         for name, path in outputs.items():
             data = path.read_bytes()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from aefgate.converters.aep.exporter import export_events, to_cloudevents
+from aefgate.converters.aep.exporter import export_events
+from aefgate.converters.cloudevents.exporter import to_cloudevents
 from aefgate.converters.aigp import annotator_kind, grader_of
 from aefgate.converters.evaluation_api.importer import from_evaluation_api
 from aefgate.converters.inspect.importer import from_inspect

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aefgate.converters.aep import exporter as X
+from aefgate.converters.cloudevents import exporter as CE
 from aefgate.converters.cloudevents import fast as F
 from aefgate.errors import Refusal
 from aefgate.formats.cloudevents.ndjson import line_value
@@ -119,11 +120,11 @@ def test_the_export_takes_the_struct_path_for_structured_mode(tmp_path, monkeypa
     ``_AepMapper.map`` uses it without redaction."""
     made = []
     real = F.encoder
-    monkeypatch.setattr(F, "encoder", lambda where: made.append(where) or real(where))
+    monkeypatch.setattr(CE, "encoder", lambda where: made.append(where) or real(where))
     seen_encoders = []
-    monkeypatch.setattr(X, "_write_jsonl", lambda run, out, options, encode: seen_encoders.append(encode) or out)
-    X.to_cloudevents(tmp_path / "run", tmp_path / "a.jsonl")
-    X.to_cloudevents(tmp_path / "run", tmp_path / "b.jsonl", mode="binary")
+    monkeypatch.setattr(CE, "_write_jsonl", lambda run, out, options, encode: seen_encoders.append(encode) or out)
+    CE.to_cloudevents(tmp_path / "run", tmp_path / "a.jsonl")
+    CE.to_cloudevents(tmp_path / "run", tmp_path / "b.jsonl", mode="binary")
     assert len(made) == 1 and getattr(seen_encoders[0], "fast", None) is not None
     assert getattr(seen_encoders[1], "fast", None) is None
 

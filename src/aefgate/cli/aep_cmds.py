@@ -31,12 +31,13 @@ def _policy(policy: Optional[Path]):
 def _export(run: Path, out: Path, kind: str, as_json: bool, **options) -> None:
     from aefgate.cli.inputs import require_dir
     from aefgate.converters.aep import exporter as aef_aep
+    from aefgate.converters.cloudevents.exporter import to_cloudevents
 
     require_dir(run)
     if kind == "aep":
         path = aef_aep.to_aep(run, out, **options)
     else:
-        path = aef_aep.to_cloudevents(run, out, **options)
+        path = to_cloudevents(run, out, **options)
     events = count_lines(path)
     if as_json:
         render.emit_json({"run": str(run), "output": str(path), "format": kind, "events": events,

@@ -1,7 +1,8 @@
 """AEF -> AEP (docs/mappings/aep.md, AEP-1 .. AEP-12): a run that verifies ``intact`` -> AEP assessment events.
 
 :func:`export_events` streams them over ``results.ndjson`` (memory does not grow with the run), in a deterministic
-order with deterministic ids; :func:`to_aep` writes them as JSONL, :func:`to_cloudevents` as CloudEvents (AEP-18).
+order with deterministic ids; :func:`to_aep` writes them as JSONL, and
+:func:`aefgate.converters.cloudevents.exporter.to_cloudevents` as CloudEvents (AEP-18).
 """
 
 from __future__ import annotations
@@ -720,32 +721,6 @@ def _count_decoder():
     if _COUNT_DECODER is None:
         _COUNT_DECODER = msgspec.json.Decoder(_Counted)
     return _COUNT_DECODER
-
-
-def to_cloudevents(run_dir: str | os.PathLike[str], out_path: str | os.PathLike[str], mode: str = "structured",
-                   **options: Any) -> Path:
-    """AEP-18: the run's events as CloudEvents (AEP-0005), one per line, written atomically: ``structured`` (the
-    JSON event format) or ``binary`` (the HTTP binary-mode message, ``{"headers", "body"}``, as the bridge's
-    event-file converter writes it: docs/design/cloudevents-bridge.md)."""
-    # lazy: the CloudEvents SDK (about 25 ms to import) only for this export, not for every AEP export or the bus
-    from aefgate.formats.cloudevents.ndjson import check_mode, line_value
-
-    if mode is None:
-        mode = "structured"
-    check_mode(mode)
-    out = Path(out_path)
-    check_file_destination(out, (run_dir,))
-    where = f"{run_dir}"
-
-    def encode(batch: list[dict]) -> bytes:  # the CloudEvents lines of a batch (in the export's workers too)
-        return _encode([line_value(_with_aigp(ev), where, mode) for ev in batch])
-
-    if mode == "structured":  # the same bytes without a dict per common event (issue 31)
-        from aefgate.converters.cloudevents.fast import encoder
-
-        encode.fast = encoder(where)  # type: ignore[attr-defined]
-
-    return _write_jsonl(run_dir, out, options, encode)
 
 
 def _with_aigp(event: dict) -> dict:

@@ -1,7 +1,7 @@
 """AEF <-> CloudEvents, and the direct AEP <-> CloudEvents event-file converter (AEP-0005, the CloudEvents bridge).
 
 The converter shape (docs/design/converters.md): the AEF directions are the AEP converter's, its events encoded as
-CloudEvents 1.0 (:func:`aefgate.converters.aep.exporter.to_cloudevents`,
+CloudEvents 1.0 (:func:`aefgate.converters.cloudevents.exporter.to_cloudevents`,
 :func:`aefgate.converters.aep.importer.from_cloudevents`); :mod:`.direct` converts event files between AEP and
 CloudEvents without AEF; :mod:`.losses` declares what each direction loses. This module registers all four
 (entry point ``cloudevents``).
@@ -28,7 +28,7 @@ _MODE = "CloudEvents mode: structured (one JSON-format event per line) or binary
 
 def _to_cloudevents(src: Any, dst: Any, **options: Any) -> Path:
     # lazy: the converter (0.1-0.3 s of imports) when it runs, not when the registry lists it
-    from aefgate.converters.aep.exporter import to_cloudevents
+    from aefgate.converters.cloudevents.exporter import to_cloudevents
 
     return to_cloudevents(src, dst, **options)
 
