@@ -33,7 +33,7 @@ from aefgate.errors import Refusal
 from aefgate.aef import jsonio
 from aefgate.aef.times import to_utc
 
-__all__ = [
+__all__ = ["session_of", "iter_insights", 
     "STATUSES",
     "TERMINAL",
     "BooleanValue",

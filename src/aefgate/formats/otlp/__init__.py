@@ -1,32 +1,5 @@
 """OTLP/JSON and OTLP protobuf bodies and files: decoding, encoding, ids, values and times
 (the package's face: :mod:`.codec` holds them)."""
 
-from aefgate.formats.otlp.codec import (
-    MAX_BODY,
-    SIGNALS,
-    attributes,
-    decode_body,
-    encode_body,
-    from_json,
-    is_null_id,
-    iter_file,
-    nanos_to_time,
-    time_to_nanos,
-    to_json,
-    value_of,
-)
-
-__all__ = [
-    "MAX_BODY",
-    "SIGNALS",
-    "attributes",
-    "decode_body",
-    "encode_body",
-    "from_json",
-    "is_null_id",
-    "iter_file",
-    "nanos_to_time",
-    "time_to_nanos",
-    "to_json",
-    "value_of",
-]
+from aefgate.formats.otlp.codec import *  # noqa: F403 - the package's face is the module's __all__
+from aefgate.formats.otlp.codec import __all__  # noqa: F401

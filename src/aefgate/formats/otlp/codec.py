@@ -28,7 +28,7 @@ from aefgate.errors import Refusal
 from aefgate.aef import jsonio
 from aefgate.aef.times import parse_time
 
-__all__ = [
+__all__ = ["MAX_BODY", 
     "SIGNALS",
     "attributes",
     "decode_body",
